@@ -1,0 +1,234 @@
+// Builds GPT-2 and MLP models in the graph dialect.
+#include "compiler/Gen/ModelGen.h"
+
+#include "dialects/Graph/IR/GraphOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace sbpc::graph;
+
+namespace {
+
+/// Collects the model function's arguments (inputs first, then parameters in
+/// checkpoint order) while the body is being built, then creates the function.
+class ModelBuilder {
+public:
+  ModelBuilder(MLIRContext *ctx, StringRef name)
+      : ctx(ctx), module(ModuleOp::create(UnknownLoc::get(ctx))), body(new Block),
+        b(ctx) {
+    b.setInsertionPointToStart(body);
+    funcName = name.str();
+  }
+
+  Value input(StringRef name, ArrayRef<int64_t> shape, Type elementType) {
+    return addArgument(GraphDialect::kInputAttr, name, RankedTensorType::get(shape, elementType));
+  }
+
+  /// A parameter; `storedShape` is its shape in the checkpoint when the
+  /// graph views it with another shape.
+  Value param(StringRef name, ArrayRef<int64_t> shape, ArrayRef<int64_t> storedShape = {}) {
+    Value arg = addArgument(GraphDialect::kParamAttr, name, f32(shape));
+    if (!storedShape.empty())
+      argAttrs.back().emplace_back(StringAttr::get(ctx, GraphDialect::kParamShapeAttr),
+                                   DenseI64ArrayAttr::get(ctx, storedShape));
+    return arg;
+  }
+
+  RankedTensorType f32(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, Float32Type::get(ctx));
+  }
+
+  template <typename OpT, typename... Args> Value op(Args &&...args) {
+    return b.create<OpT>(b.getUnknownLoc(), std::forward<Args>(args)...).getResult();
+  }
+
+  Value scalar(float value) {
+    return op<ConstantOp>(DenseElementsAttr::get(f32({}), value));
+  }
+
+  Value reshape(Value value, ArrayRef<int64_t> shape) { return op<ReshapeOp>(f32(shape), value); }
+
+  /// GPT-2's LayerNorm (eps 1e-5) over the last dimension.
+  Value layerNorm(Value x, Value scale, Value bias) {
+    return op<LayerNormOp>(x, scale, bias, b.getF64FloatAttr(1e-5));
+  }
+
+  /// x @ w + bias: a linear layer on the last dimension.
+  Value linear(Value x, Value w, Value bias) { return op<AddOp>(op<MatmulOp>(x, w), bias); }
+
+  void output(StringRef name, Value value) {
+    results.push_back(value);
+    resultAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(GraphDialect::kOutputAttr, b.getStringAttr(name))));
+  }
+
+  OwningOpRef<ModuleOp> finish() {
+    b.create<func::ReturnOp>(b.getUnknownLoc(), results);
+    SmallVector<Type> argTypes(body->getArgumentTypes()), resultTypes;
+    for (Value v : results)
+      resultTypes.push_back(v.getType());
+    OpBuilder mb(ctx);
+    mb.setInsertionPointToEnd(module->getBody());
+    auto fn = mb.create<func::FuncOp>(UnknownLoc::get(ctx), funcName,
+                                      FunctionType::get(ctx, argTypes, resultTypes));
+    fn.getBody().push_back(body);
+    for (auto [i, attrs] : llvm::enumerate(argAttrs))
+      fn.setArgAttrs(i, attrs);
+    for (auto [i, attrs] : llvm::enumerate(resultAttrs))
+      fn.setResultAttrs(i, attrs);
+    return std::move(module);
+  }
+
+private:
+  Value addArgument(StringRef kind, StringRef name, Type type) {
+    argAttrs.push_back({NamedAttribute(StringAttr::get(ctx, kind), StringAttr::get(ctx, name))});
+    return body->addArgument(type, UnknownLoc::get(ctx));
+  }
+
+  MLIRContext *ctx;
+  OwningOpRef<ModuleOp> module;
+  Block *body;
+  OpBuilder b;
+  std::string funcName;
+  SmallVector<SmallVector<NamedAttribute>> argAttrs;
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+};
+
+struct LayerParams {
+  Value ln1Scale, ln1Bias, qkvWeight, qkvBias, projWeight, projBias;
+  Value ln2Scale, ln2Bias, fcWeight, fcBias, fcProjWeight, fcProjBias;
+};
+
+} // namespace
+
+/// Checks that every named option is positive; sets `error` for the first that is not.
+static bool allPositive(std::initializer_list<std::pair<const char *, int64_t>> options,
+                        std::string &error) {
+  for (auto [name, value] : options)
+    if (value <= 0) {
+      error = std::string("--") + name + " must be positive, got " + std::to_string(value);
+      return false;
+    }
+  return true;
+}
+
+/// Causal multi-head self-attention on [B, S, H]; returns [B, S, H] before c_proj.
+static Value attention(ModelBuilder &m, Value x, const LayerParams &p, const sbpc::GptOptions &o,
+                       Value scale) {
+  int64_t h = o.hidden, nh = o.heads, d = o.hidden / o.heads, b = o.batch, s = o.seq;
+  // c_attn is viewed as [H, 3, H] so that Q, K and V are each whole and can
+  // later be split by heads without touching the other two.
+  Value heads[3];
+  for (int64_t j = 0; j < 3; ++j) {
+    Value w = m.reshape(m.op<SliceOp>(p.qkvWeight, ArrayRef<int64_t>{0, j, 0},
+                                      ArrayRef<int64_t>{h, j + 1, h}),
+                        {h, h});
+    Value bias = m.reshape(
+        m.op<SliceOp>(p.qkvBias, ArrayRef<int64_t>{j, 0}, ArrayRef<int64_t>{j + 1, h}), {h});
+    Value proj = m.reshape(m.linear(x, w, bias), {b, s, nh, d});
+    heads[j] = m.op<TransposeOp>(proj, ArrayRef<int64_t>{0, 2, 1, 3});
+  }
+  Value scores = m.op<MatmulOp>(heads[0], heads[1], /*transpose_lhs=*/false,
+                                /*transpose_rhs=*/true);
+  Value probs = m.op<SoftmaxOp>(m.op<CausalMaskOp>(m.op<MulOp>(scores, scale)), 3);
+  Value context = m.op<MatmulOp>(probs, heads[2]);
+  Value merged = m.op<TransposeOp>(context, ArrayRef<int64_t>{0, 2, 1, 3});
+  return m.reshape(merged, {b, s, h});
+}
+
+OwningOpRef<ModuleOp> sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std::string &error) {
+  int64_t positions = o.positions ? o.positions : o.seq;
+  if (!allPositive({{"layers", o.layers}, {"hidden", o.hidden}, {"heads", o.heads},
+                    {"seq", o.seq}, {"batch", o.batch}, {"vocab", o.vocab},
+                    {"positions", positions}},
+                   error))
+    return nullptr;
+  if (o.hidden % o.heads != 0) {
+    error = "--hidden " + std::to_string(o.hidden) + " is not divisible by --heads " +
+            std::to_string(o.heads);
+    return nullptr;
+  }
+  if (positions < o.seq) {
+    error = "--positions " + std::to_string(positions) + " is smaller than --seq " +
+            std::to_string(o.seq);
+    return nullptr;
+  }
+  ctx->loadDialect<GraphDialect, func::FuncDialect>();
+  ModelBuilder m(ctx, "gpt");
+  int64_t h = o.hidden, b = o.batch, s = o.seq;
+  Type i64 = IntegerType::get(ctx, 64);
+  Value tokens = m.input("tokens", {b, s}, i64);
+  Value targets = o.loss ? m.input("targets", {b, s}, i64) : Value();
+  Value wte = m.param("wte.weight", {o.vocab, h});
+  Value wpe = m.param("wpe.weight", {positions, h});
+  std::vector<LayerParams> layers(o.layers);
+  for (int64_t i = 0; i < o.layers; ++i) {
+    std::string p = "h." + std::to_string(i) + ".";
+    LayerParams &l = layers[i];
+    l.ln1Scale = m.param(p + "ln_1.weight", {h});
+    l.ln1Bias = m.param(p + "ln_1.bias", {h});
+    l.qkvWeight = m.param(p + "attn.c_attn.weight", {h, 3, h}, {h, 3 * h});
+    l.qkvBias = m.param(p + "attn.c_attn.bias", {3, h}, {3 * h});
+    l.projWeight = m.param(p + "attn.c_proj.weight", {h, h});
+    l.projBias = m.param(p + "attn.c_proj.bias", {h});
+    l.ln2Scale = m.param(p + "ln_2.weight", {h});
+    l.ln2Bias = m.param(p + "ln_2.bias", {h});
+    l.fcWeight = m.param(p + "mlp.c_fc.weight", {h, 4 * h});
+    l.fcBias = m.param(p + "mlp.c_fc.bias", {4 * h});
+    l.fcProjWeight = m.param(p + "mlp.c_proj.weight", {4 * h, h});
+    l.fcProjBias = m.param(p + "mlp.c_proj.bias", {h});
+  }
+  Value lnfScale = m.param("ln_f.weight", {h});
+  Value lnfBias = m.param("ln_f.bias", {h});
+
+  Value positionsUsed =
+      positions == s ? wpe
+                     : m.op<SliceOp>(wpe, ArrayRef<int64_t>{0, 0}, ArrayRef<int64_t>{s, h});
+  Value x = m.op<AddOp>(m.op<EmbeddingOp>(wte, tokens), positionsUsed);
+  Value scale = m.scalar(1.0f / std::sqrt(static_cast<float>(o.hidden / o.heads)));
+  for (const LayerParams &l : layers) {
+    Value a = m.layerNorm(x, l.ln1Scale, l.ln1Bias);
+    x = m.op<AddOp>(x, m.linear(attention(m, a, l, o, scale), l.projWeight, l.projBias));
+    Value f = m.layerNorm(x, l.ln2Scale, l.ln2Bias);
+    f = m.op<GeluOp>(m.linear(f, l.fcWeight, l.fcBias));
+    x = m.op<AddOp>(x, m.linear(f, l.fcProjWeight, l.fcProjBias));
+  }
+  x = m.layerNorm(x, lnfScale, lnfBias);
+  Value logits = m.op<MatmulOp>(x, wte, /*transpose_lhs=*/false, /*transpose_rhs=*/true);
+  m.output("logits", logits);
+  if (o.loss)
+    m.output("loss", m.op<CrossEntropyOp>(logits, targets));
+  return m.finish();
+}
+
+OwningOpRef<ModuleOp> sbpc::buildMlp(MLIRContext *ctx, const MlpOptions &o, std::string &error) {
+  if (!allPositive({{"batch", o.batch}, {"inputs", o.inputs}, {"hidden", o.hidden},
+                    {"outputs", o.outputs}, {"layers", o.layers}},
+                   error))
+    return nullptr;
+  ctx->loadDialect<GraphDialect, func::FuncDialect>();
+  ModelBuilder m(ctx, "mlp");
+  Value x = m.input("x", {o.batch, o.inputs}, Float32Type::get(ctx));
+  Value targets = o.loss ? m.input("targets", {o.batch}, IntegerType::get(ctx, 64)) : Value();
+  std::vector<std::pair<Value, Value>> weights;
+  for (int64_t i = 0; i < o.layers; ++i) {
+    int64_t in = i == 0 ? o.inputs : o.hidden;
+    int64_t out = i + 1 == o.layers ? o.outputs : o.hidden;
+    std::string p = "fc" + std::to_string(i) + ".";
+    Value w = m.param(p + "weight", {in, out});
+    weights.emplace_back(w, m.param(p + "bias", {out}));
+  }
+  for (auto [i, wb] : llvm::enumerate(weights)) {
+    x = m.linear(x, wb.first, wb.second);
+    if (i + 1 < weights.size())
+      x = m.op<ReluOp>(x);
+  }
+  m.output("logits", x);
+  if (o.loss)
+    m.output("loss", m.op<CrossEntropyOp>(x, targets));
+  return m.finish();
+}

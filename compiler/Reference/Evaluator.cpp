@@ -1,0 +1,213 @@
+// The reference evaluator: walks the model function in order and runs each
+// op with the runtime's reference CPU kernels. One tensor per SSA value; a
+// value is freed after its last use so peak memory stays near the model's.
+#include "compiler/Reference/Evaluator.h"
+
+#include "compiler/Model/ModelSignature.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "runtime/cpu/Kernels.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace sbpc::graph;
+namespace cpu = sbprt::cpu;
+
+namespace {
+
+class Evaluator {
+public:
+  LogicalResult run(Operation *op);
+  llvm::DenseMap<Value, sbprt::Tensor> values;
+
+private:
+  const sbprt::Tensor &in(Value v) { return values.find(v)->second; }
+  const float *f32(Value v) { return in(v).as<float>(); }
+  static cpu::Shape shape(Value v) {
+    auto s = cast<RankedTensorType>(v.getType()).getShape();
+    return {s.begin(), s.end()};
+  }
+  /// A fresh tensor for `result`, registered as its value.
+  sbprt::Tensor &out(Value result) {
+    auto type = cast<RankedTensorType>(result.getType());
+    sbprt::Tensor tensor(*sbpc::toDType(type.getElementType()),
+                         {type.getShape().begin(), type.getShape().end()});
+    return values[result] = std::move(tensor);
+  }
+  float *outF32(Value result) { return out(result).as<float>(); }
+
+  LogicalResult unary(Operation *op, cpu::UnaryKind kind) {
+    Value x = op->getOperand(0);
+    cpu::unary(kind, f32(x), outF32(op->getResult(0)), in(x).numElements());
+    return success();
+  }
+  LogicalResult binary(Operation *op, cpu::BinaryKind kind) {
+    Value l = op->getOperand(0), r = op->getOperand(1), y = op->getResult(0);
+    cpu::binary(kind, f32(l), shape(l), f32(r), shape(r), outF32(y), shape(y));
+    return success();
+  }
+  LogicalResult reduce(Operation *op, cpu::ReduceKind kind, ArrayRef<int64_t> dims) {
+    Value x = op->getOperand(0);
+    cpu::reduce(kind, f32(x), shape(x), {dims.begin(), dims.end()}, outF32(op->getResult(0)));
+    return success();
+  }
+  LogicalResult constant(ConstantOp op);
+  LogicalResult matmul(MatmulOp op);
+};
+
+} // namespace
+
+LogicalResult Evaluator::constant(ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op.emitOpError() << "the reference evaluator supports dense constants only";
+  sbprt::Tensor &t = out(op.getResult());
+  if (dense.getElementType().isF32())
+    llvm::copy(dense.getValues<float>(), t.as<float>());
+  else
+    llvm::copy(dense.getValues<int64_t>(), t.as<int64_t>());
+  return success();
+}
+
+LogicalResult Evaluator::matmul(MatmulOp op) {
+  cpu::Shape a = shape(op.getLhs()), b = shape(op.getRhs()), c = shape(op.getResult());
+  size_t r = c.size();
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < r; ++d)
+    batch *= c[d];
+  int64_t k = a[r - (op.getTransposeLhs() ? 2 : 1)];
+  cpu::matmul(f32(op.getLhs()), f32(op.getRhs()), outF32(op.getResult()), batch, c[r - 2],
+              c[r - 1], k, op.getTransposeLhs(), op.getTransposeRhs(), /*sharedB=*/b.size() == 2);
+  return success();
+}
+
+LogicalResult Evaluator::run(Operation *op) {
+  using UK = cpu::UnaryKind;
+  using BK = cpu::BinaryKind;
+  using RK = cpu::ReduceKind;
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ConstantOp o) { return constant(o); })
+      .Case([&](NegOp o) { return unary(o, UK::Neg); })
+      .Case([&](ExpOp o) { return unary(o, UK::Exp); })
+      .Case([&](LogOp o) { return unary(o, UK::Log); })
+      .Case([&](TanhOp o) { return unary(o, UK::Tanh); })
+      .Case([&](SqrtOp o) { return unary(o, UK::Sqrt); })
+      .Case([&](RsqrtOp o) { return unary(o, UK::Rsqrt); })
+      .Case([&](ReluOp o) { return unary(o, UK::Relu); })
+      .Case([&](GeluOp o) { return unary(o, UK::Gelu); })
+      .Case([&](AddOp o) { return binary(o, BK::Add); })
+      .Case([&](SubOp o) { return binary(o, BK::Sub); })
+      .Case([&](MulOp o) { return binary(o, BK::Mul); })
+      .Case([&](DivOp o) { return binary(o, BK::Div); })
+      .Case([&](MatmulOp o) { return matmul(o); })
+      .Case([&](ReduceSumOp o) { return reduce(o, RK::Sum, o.getDims()); })
+      .Case([&](ReduceMeanOp o) { return reduce(o, RK::Mean, o.getDims()); })
+      .Case([&](ReduceMaxOp o) { return reduce(o, RK::Max, o.getDims()); })
+      .Case([&](SoftmaxOp o) {
+        cpu::softmax(f32(o.getInput()), outF32(o), shape(o), o.getAxis(), false);
+        return success();
+      })
+      .Case([&](LogSoftmaxOp o) {
+        cpu::softmax(f32(o.getInput()), outF32(o), shape(o), o.getAxis(), true);
+        return success();
+      })
+      .Case([&](LayerNormOp o) {
+        cpu::Shape s = shape(o);
+        int64_t width = s.back();
+        cpu::layerNorm(f32(o.getInput()), f32(o.getScale()), f32(o.getBias()), outF32(o),
+                       sbprt::numElements(s) / width, width, static_cast<float>(o.getEps().convertToDouble()));
+        return success();
+      })
+      .Case([&](TransposeOp o) {
+        cpu::transpose(f32(o.getInput()), shape(o.getInput()), {o.getPerm().begin(), o.getPerm().end()},
+                       outF32(o));
+        return success();
+      })
+      .Case([&](ReshapeOp o) {
+        const sbprt::Tensor &x = in(o.getInput());
+        std::memcpy(out(o).data(), x.data(), x.numBytes());
+        return success();
+      })
+      .Case([&](SliceOp o) {
+        cpu::slice(f32(o.getInput()), shape(o.getInput()),
+                   {o.getStarts().begin(), o.getStarts().end()},
+                   {o.getLimits().begin(), o.getLimits().end()}, outF32(o));
+        return success();
+      })
+      .Case([&](ConcatOp o) {
+        std::vector<const float *> inputs;
+        std::vector<cpu::Shape> shapes;
+        for (Value v : o.getInputs()) {
+          inputs.push_back(f32(v));
+          shapes.push_back(shape(v));
+        }
+        cpu::concat(inputs, shapes, o.getAxis(), outF32(o));
+        return success();
+      })
+      .Case([&](EmbeddingOp o) -> LogicalResult {
+        cpu::Shape table = shape(o.getTable());
+        std::string error;
+        if (!cpu::embedding(f32(o.getTable()), table[0], table[1], in(o.getIndices()).as<int64_t>(),
+                            in(o.getIndices()).numElements(), outF32(o), error))
+          return o.emitError() << "embedding: " << error;
+        return success();
+      })
+      .Case([&](CausalMaskOp o) {
+        cpu::Shape s = shape(o);
+        int64_t n = s.back();
+        cpu::causalMask(f32(o.getInput()), outF32(o), sbprt::numElements(s) / (n * n), n);
+        return success();
+      })
+      .Case([&](CrossEntropyOp o) -> LogicalResult {
+        cpu::Shape logits = shape(o.getLogits());
+        int64_t classes = logits.back();
+        std::string error;
+        if (!cpu::crossEntropy(f32(o.getLogits()), in(o.getTargets()).as<int64_t>(),
+                               sbprt::numElements(logits) / classes, classes, outF32(o), error))
+          return o.emitError() << "cross_entropy: " << error;
+        return success();
+      })
+      .Default([](Operation *other) {
+        return other->emitOpError() << "is not supported by the reference evaluator";
+      });
+}
+
+FailureOr<std::vector<sbprt::Tensor>> sbpc::evaluate(func::FuncOp func,
+                                                     std::vector<sbprt::Tensor> arguments) {
+  Evaluator eval;
+  for (auto [arg, value] : llvm::zip(func.getArguments(), arguments))
+    eval.values[arg] = std::move(value);
+  // Free every value after the op that uses it last (values returned are used by the return).
+  llvm::DenseMap<Operation *, SmallVector<Value>> dying;
+  auto noteLastUse = [&](Value v) {
+    Operation *last = nullptr;
+    for (Operation *user : v.getUsers())
+      if (!last || last->isBeforeInBlock(user))
+        last = user;
+    if (last)
+      dying[last].push_back(v);
+  };
+  for (Value arg : func.getArguments())
+    noteLastUse(arg);
+  func.walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      noteLastUse(result);
+  });
+
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      std::vector<sbprt::Tensor> results;
+      for (Value v : ret.getOperands())
+        results.push_back(eval.values.find(v)->second);
+      return results;
+    }
+    if (failed(eval.run(&op)))
+      return failure();
+    for (Value v : dying.lookup(&op))
+      eval.values.erase(v);
+  }
+  return func.emitError() << "model function has no return";
+}

@@ -1,0 +1,19 @@
+// One-line diagnostics for the command-line tools: `file:line:col: error: message`.
+#pragma once
+
+#include "mlir/IR/Diagnostics.h"
+
+namespace sbpc {
+
+/// Prints every diagnostic of `ctx` as one line on stderr (notes as further
+/// lines), without echoing the source line, while the handler lives.
+class OneLineDiagnostics : public mlir::ScopedDiagnosticHandler {
+public:
+  explicit OneLineDiagnostics(mlir::MLIRContext *ctx);
+};
+
+/// Reports an error that has no place in the IR (a file, an option) as
+/// `sbpc: error: message` and returns failure.
+mlir::LogicalResult reportError(const llvm::Twine &message);
+
+} // namespace sbpc

@@ -1,0 +1,55 @@
+//===- GraphDialect.td - the graph dialect ----------------*- tablegen -*-===//
+//
+// The model as the user wrote it: global shapes, value semantics, no layouts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SBPC_GRAPH_DIALECT
+#define SBPC_GRAPH_DIALECT
+
+include "mlir/IR/OpBase.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let cppNamespace = "::sbpc::graph";
+  let summary = "Deep-learning model graphs on ranked tensors with global shapes";
+  let description = [{
+    The `graph` dialect describes a model the way a user thinks of it: whole
+    (global) tensors with static shapes, value semantics, and NumPy as the
+    reference semantics. It carries no layout and no device: those are added
+    by the `sbp` dialect and the passes that follow.
+
+    A model is a `func.func` whose arguments are marked as parameters or
+    inputs and whose results are named outputs:
+
+    ```mlir
+    func.func @mlp(%x: tensor<8x32xf32> {graph.input = "x"},
+                   %w: tensor<32x16xf32> {graph.param = "fc0.weight"})
+        -> (tensor<8x16xf32> {graph.output = "logits"}) {
+      %y = graph.matmul %x, %w : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+      return %y : tensor<8x16xf32>
+    }
+    ```
+
+    Argument and result attributes:
+    - `graph.param = "name"`: a trained parameter, loaded by name from a
+      `.safetensors` file (names follow the Hugging Face layout where a model
+      has a Hugging Face twin).
+    - `graph.param_shape = array<i64: ...>`: the shape the parameter has in
+      the file when the graph views it with another shape of the same size
+      (a row-major reshape, e.g. GPT-2's `c_attn.weight` stored as [H, 3H]
+      and viewed as [H, 3, H] so that it can be split by heads).
+    - `graph.input = "name"`: a model input, read from `name=FILE.npy`.
+    - `graph.output = "name"`: a model result, written to `name.npy`.
+  }];
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr ::llvm::StringLiteral kParamAttr = "graph.param";
+    static constexpr ::llvm::StringLiteral kParamShapeAttr = "graph.param_shape";
+    static constexpr ::llvm::StringLiteral kInputAttr = "graph.input";
+    static constexpr ::llvm::StringLiteral kOutputAttr = "graph.output";
+  }];
+}
+
+#endif // SBPC_GRAPH_DIALECT

@@ -1,0 +1,365 @@
+// Shape inference and verification for the graph dialect.
+//
+// Each op's inferReturnTypes is the single statement of its shape rule: the
+// verifier compares the inferred type with the written one, and generators
+// build ops without spelling result types.
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace sbpc::graph;
+
+#include "dialects/Graph/IR/GraphDialect.cpp.inc"
+
+void GraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Graph/IR/GraphOps.cpp.inc"
+      >();
+}
+
+std::string sbpc::graph::formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+std::optional<SmallVector<int64_t>> sbpc::graph::broadcastShapes(ArrayRef<int64_t> lhs,
+                                                                 ArrayRef<int64_t> rhs) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t l = i < lhs.size() ? lhs[lhs.size() - 1 - i] : 1;
+    int64_t r = i < rhs.size() ? rhs[rhs.size() - 1 - i] : 1;
+    if (l != r && l != 1 && r != 1)
+      return std::nullopt;
+    result[rank - 1 - i] = l == 1 ? r : l;
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Function argument and result attributes
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyNameAttr(Operation *op, NamedAttribute attr) {
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' must be a non-empty string";
+  return success();
+}
+
+LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op, unsigned regionIndex,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kParamAttr || name == kInputAttr)
+    return verifyNameAttr(op, attr);
+  if (name != kParamShapeAttr)
+    return op->emitOpError() << "unknown argument attribute '" << name << "'";
+
+  auto stored = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (!stored || llvm::any_of(stored.asArrayRef(), [](int64_t d) { return d <= 0; }))
+    return op->emitOpError() << "'" << name << "' must be an array<i64> of positive sizes";
+  Region &region = op->getRegion(regionIndex);
+  if (region.empty())
+    return success();
+  auto type = dyn_cast<RankedTensorType>(region.getArgument(argIndex).getType());
+  int64_t storedCount = 1;
+  for (int64_t d : stored.asArrayRef())
+    storedCount *= d;
+  if (!type || !type.hasStaticShape() || type.getNumElements() != storedCount)
+    return op->emitOpError() << "argument #" << argIndex << " has stored shape "
+                             << formatShape(stored.asArrayRef())
+                             << " whose element count differs from its type "
+                             << region.getArgument(argIndex).getType();
+  return success();
+}
+
+LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  if (attr.getName().getValue() == kOutputAttr)
+    return verifyNameAttr(op, attr);
+  return op->emitOpError() << "unknown result attribute '" << attr.getName().getValue()
+                           << "'";
+}
+
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Collects one op's shape-rule failure as a diagnostic at the op.
+struct ShapeError {
+  std::optional<Location> loc;
+  StringRef opName;
+  InFlightDiagnostic operator()() const {
+    if (!loc)
+      return InFlightDiagnostic();
+    return mlir::emitError(*loc) << "'" << opName << "' op ";
+  }
+};
+} // namespace
+
+static ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape();
+}
+
+static Type f32Tensor(MLIRContext *ctx, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, Float32Type::get(ctx));
+}
+
+/// Checks that `axis` names a dimension of a rank-`rank` tensor.
+static LogicalResult checkAxis(const ShapeError &error, StringRef what, int64_t axis,
+                               int64_t rank) {
+  if (axis >= 0 && axis < rank)
+    return success();
+  return error() << what << " " << axis << " is out of range for rank " << rank;
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+
+template <typename OpT>
+static LogicalResult inferBroadcast(MLIRContext *ctx, std::optional<Location> loc,
+                                    typename OpT::Adaptor adaptor,
+                                    SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> lhs = shapeOf(adaptor.getLhs()), rhs = shapeOf(adaptor.getRhs());
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(lhs, rhs);
+  if (!shape)
+    return ShapeError{loc, OpT::getOperationName()}()
+           << "operand shapes " << formatShape(lhs) << " and " << formatShape(rhs)
+           << " do not broadcast";
+  types.push_back(f32Tensor(ctx, *shape));
+  return success();
+}
+
+#define SBPC_BROADCAST(OP)                                                               \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,     \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {   \
+    return inferBroadcast<OP>(ctx, loc, adaptor, types);                                \
+  }
+SBPC_BROADCAST(AddOp)
+SBPC_BROADCAST(SubOp)
+SBPC_BROADCAST(MulOp)
+SBPC_BROADCAST(DivOp)
+#undef SBPC_BROADCAST
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> lhs = shapeOf(adaptor.getLhs()), rhs = shapeOf(adaptor.getRhs());
+  if (lhs.size() < 2 || rhs.size() < 2)
+    return error() << "operands must have rank >= 2, got " << formatShape(lhs) << " and "
+                   << formatShape(rhs);
+  size_t batchRank = lhs.size() - 2;
+  if (rhs.size() != 2 && rhs.size() != lhs.size())
+    return error() << "rhs " << formatShape(rhs)
+                   << " must be a matrix or have the batch dimensions of lhs "
+                   << formatShape(lhs);
+  if (rhs.size() != 2 && lhs.take_front(batchRank) != rhs.take_front(batchRank))
+    return error() << "batch dimensions of lhs " << formatShape(lhs) << " and rhs "
+                   << formatShape(rhs) << " differ";
+  int64_t m = lhs[batchRank + (adaptor.getTransposeLhs() ? 1 : 0)];
+  int64_t kl = lhs[batchRank + (adaptor.getTransposeLhs() ? 0 : 1)];
+  size_t rb = rhs.size() - 2;
+  int64_t kr = rhs[rb + (adaptor.getTransposeRhs() ? 1 : 0)];
+  int64_t n = rhs[rb + (adaptor.getTransposeRhs() ? 0 : 1)];
+  if (kl != kr)
+    return error() << "contracting dimensions differ: lhs " << formatShape(lhs)
+                   << " has K = " << kl << ", rhs " << formatShape(rhs) << " has K = " << kr;
+  SmallVector<int64_t> shape(lhs.take_front(batchRank));
+  shape.append({m, n});
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+template <typename OpT>
+static LogicalResult inferReduce(MLIRContext *ctx, std::optional<Location> loc,
+                                 typename OpT::Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, OpT::getOperationName()};
+  ArrayRef<int64_t> in = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> dims = adaptor.getDims();
+  if (dims.empty())
+    return error() << "needs at least one dimension to reduce";
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (failed(checkAxis(error, "reduced dimension", d, in.size())))
+      return failure();
+    if (i > 0 && dims[i - 1] >= d)
+      return error() << "reduced dimensions " << formatShape(dims)
+                     << " must be distinct and ascending";
+  }
+  SmallVector<int64_t> shape;
+  for (auto [i, size] : llvm::enumerate(in)) {
+    if (!llvm::is_contained(dims, static_cast<int64_t>(i)))
+      shape.push_back(size);
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  }
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+#define SBPC_REDUCE(OP)                                                                  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,     \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {   \
+    return inferReduce<OP>(ctx, loc, adaptor, types);                                   \
+  }
+SBPC_REDUCE(ReduceSumOp)
+SBPC_REDUCE(ReduceMeanOp)
+SBPC_REDUCE(ReduceMaxOp)
+#undef SBPC_REDUCE
+
+LogicalResult SoftmaxOp::verify() {
+  return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),
+                   getType().getRank());
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),
+                   getType().getRank());
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> in = shapeOf(adaptor.getInput());
+  if (in.empty())
+    return error() << "input must have rank >= 1";
+  for (auto [what, value] : {std::pair{"scale", adaptor.getScale()}, {"bias", adaptor.getBias()}})
+    if (shapeOf(value) != in.take_back())
+      return error() << what << " shape " << formatShape(shapeOf(value))
+                     << " must be the normalized dimension " << formatShape(in.take_back())
+                     << " of input " << formatShape(in);
+  if (!(adaptor.getEps().convertToDouble() > 0.0))
+    return error() << "eps must be positive";
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> in = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  SmallVector<int64_t> sorted(perm);
+  llvm::sort(sorted);
+  if (perm.size() != in.size() || llvm::any_of(llvm::enumerate(sorted), [](auto e) {
+        return e.value() != static_cast<int64_t>(e.index());
+      }))
+    return error() << "perm " << formatShape(perm) << " is not a permutation of the "
+                   << in.size() << " dimensions of " << formatShape(in);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(in[p]);
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "cannot change the element type from " << in.getElementType()
+                         << " to " << out.getElementType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError() << "cannot reshape " << formatShape(in.getShape()) << " ("
+                         << in.getNumElements() << " elements) to "
+                         << formatShape(out.getShape()) << " (" << out.getNumElements()
+                         << " elements)";
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> in = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), limits = adaptor.getLimits();
+  if (starts.size() != in.size() || limits.size() != in.size())
+    return error() << "starts " << formatShape(starts) << " and limits "
+                   << formatShape(limits) << " must each have one entry per dimension of "
+                   << formatShape(in);
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (starts[d] < 0 || starts[d] >= limits[d] || limits[d] > in[d])
+      return error() << "dimension " << d << " of size " << in[d] << " cannot be sliced ["
+                     << starts[d] << ", " << limits[d] << ")";
+    shape.push_back(limits[d] - starts[d]);
+  }
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  if (adaptor.getInputs().empty())
+    return error() << "needs at least one input";
+  SmallVector<int64_t> shape(shapeOf(adaptor.getInputs().front()));
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(error, "axis", axis, shape.size())))
+    return failure();
+  for (Value input : adaptor.getInputs().drop_front()) {
+    ArrayRef<int64_t> other = shapeOf(input);
+    bool compatible = other.size() == shape.size();
+    for (size_t d = 0; compatible && d < shape.size(); ++d)
+      compatible = static_cast<int64_t>(d) == axis || other[d] == shape[d];
+    if (!compatible)
+      return error() << "input " << formatShape(other) << " does not match "
+                     << formatShape(shapeOf(adaptor.getInputs().front()))
+                     << " outside axis " << axis;
+    shape[axis] += other[axis];
+  }
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> table = shapeOf(adaptor.getTable());
+  if (table.size() != 2)
+    return ShapeError{loc, getOperationName()}()
+           << "table must be [rows, width], got " << formatShape(table);
+  SmallVector<int64_t> shape(shapeOf(adaptor.getIndices()));
+  shape.push_back(table[1]);
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() {
+  ArrayRef<int64_t> in = getType().getShape();
+  if (in.size() < 2 || in[in.size() - 1] != in[in.size() - 2])
+    return emitOpError() << "input " << formatShape(in) << " must end in a square [queries, keys]";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> logits = shapeOf(adaptor.getLogits());
+  ArrayRef<int64_t> targets = shapeOf(adaptor.getTargets());
+  if (logits.empty() || targets != logits.drop_back())
+    return ShapeError{loc, getOperationName()}()
+           << "targets " << formatShape(targets) << " must be the logits shape "
+           << formatShape(logits) << " without its class dimension";
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/IR/GraphOps.cpp.inc"

@@ -1,0 +1,131 @@
+// Parsing, printing and verification of SBP attributes.
+#include "dialects/Sbp/IR/SbpAttrs.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace sbpc::sbp;
+
+#include "dialects/Sbp/IR/SbpEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Sbp/IR/SbpAttrs.cpp.inc"
+
+void SbpDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Sbp/IR/SbpAttrs.cpp.inc"
+      >();
+}
+
+SbpAttr SbpAttr::parseBare(AsmParser &parser) {
+  MLIRContext *ctx = parser.getContext();
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef kind;
+  if (parser.parseKeyword(&kind))
+    return {};
+  if (kind == "B")
+    return broadcast(ctx);
+  if (kind == "S") {
+    int64_t dim = 0;
+    if (parser.parseLParen() || parser.parseInteger(dim) || parser.parseRParen())
+      return {};
+    return parser.getChecked<SbpAttr>(loc, ctx, SbpKind::Split, dim, ReduceKind::Sum);
+  }
+  if (kind == "P") {
+    StringRef reduce;
+    SMLoc reduceLoc = parser.getCurrentLocation();
+    if (parser.parseLParen() || parser.parseKeyword(&reduce) || parser.parseRParen())
+      return {};
+    std::optional<ReduceKind> reduceKind = symbolizeReduceKind(reduce);
+    if (!reduceKind) {
+      parser.emitError(reduceLoc) << "unknown partial reduction '" << reduce
+                                  << "', expected 'sum' or 'max'";
+      return {};
+    }
+    return partial(ctx, *reduceKind);
+  }
+  parser.emitError(loc) << "unknown SBP '" << kind << "', expected B, S(dim) or P(sum|max)";
+  return {};
+}
+
+void SbpAttr::printBare(raw_ostream &os) const {
+  switch (getKind()) {
+  case SbpKind::Broadcast:
+    os << "B";
+    return;
+  case SbpKind::Split:
+    os << "S(" << getDim() << ")";
+    return;
+  case SbpKind::Partial:
+    os << "P(" << stringifyReduceKind(getReduce()) << ")";
+    return;
+  }
+}
+
+Attribute SbpAttr::parse(AsmParser &parser, Type) {
+  if (parser.parseLess())
+    return {};
+  SbpAttr attr = parseBare(parser);
+  if (!attr || parser.parseGreater())
+    return {};
+  return attr;
+}
+
+void SbpAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printBare(printer.getStream());
+  printer << ">";
+}
+
+LogicalResult SbpAttr::verify(function_ref<InFlightDiagnostic()> emitError, SbpKind kind,
+                              int64_t dim, ReduceKind) {
+  if (kind == SbpKind::Split && dim < 0)
+    return emitError() << "split dimension must be non-negative, got " << dim;
+  return success();
+}
+
+NdSbpAttr NdSbpAttr::parseBare(AsmParser &parser) {
+  SmallVector<SbpAttr> axes;
+  SMLoc loc = parser.getCurrentLocation();
+  auto parseOne = [&]() -> ParseResult {
+    SbpAttr one = SbpAttr::parseBare(parser);
+    if (!one)
+      return failure();
+    axes.push_back(one);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseOne))
+    return {};
+  return parser.getChecked<NdSbpAttr>(loc, parser.getContext(), axes);
+}
+
+void NdSbpAttr::printBare(raw_ostream &os) const {
+  os << "[";
+  llvm::interleaveComma(getAxes(), os, [&](SbpAttr a) { a.printBare(os); });
+  os << "]";
+}
+
+Attribute NdSbpAttr::parse(AsmParser &parser, Type) {
+  if (parser.parseLess())
+    return {};
+  NdSbpAttr attr = parseBare(parser);
+  if (!attr || parser.parseGreater())
+    return {};
+  return attr;
+}
+
+void NdSbpAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printBare(printer.getStream());
+  printer << ">";
+}
+
+LogicalResult NdSbpAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                ArrayRef<SbpAttr> axes) {
+  if (axes.empty())
+    return emitError() << "an nd-SBP needs one entry per mesh axis, got none";
+  return success();
+}

@@ -1,0 +1,35 @@
+//===- SbpDialect.td - the sbp dialect --------------------*- tablegen -*-===//
+//
+// Layouts of tensors on a device mesh (OneFlow's SBP) and the ops that pin
+// or change them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SBPC_SBP_DIALECT
+#define SBPC_SBP_DIALECT
+
+include "mlir/IR/OpBase.td"
+
+def Sbp_Dialect : Dialect {
+  let name = "sbp";
+  let cppNamespace = "::sbpc::sbp";
+  let summary = "SBP layouts (split, broadcast, partial) on N-D device meshes";
+  let description = [{
+    A tensor of the `graph` dialect is global; the `sbp` dialect says how it
+    is laid out across a mesh of devices. On one mesh axis a tensor is:
+
+    - `B`: broadcast, every device holds all of it;
+    - `S(d)`: split evenly along tensor dimension `d`;
+    - `P(sum)` / `P(max)`: partial, every device holds a tensor of the full
+      shape and the value is the sum (maximum) over the devices of the axis.
+
+    An nd-SBP has one of these per mesh axis: `[S(0), S(1)]` on a
+    `(dp, tp)` mesh splits dimension 0 over `dp` and dimension 1 over `tp`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
+}
+
+#endif // SBPC_SBP_DIALECT

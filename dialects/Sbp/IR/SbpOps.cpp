@@ -1,0 +1,122 @@
+// The sbp dialect: registration, mesh and layout verification.
+#include "dialects/Sbp/IR/SbpOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace sbpc::sbp;
+
+#include "dialects/Sbp/IR/SbpDialect.cpp.inc"
+
+void SbpDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Sbp/IR/SbpOps.cpp.inc"
+      >();
+}
+
+static ParseResult parseNdSbp(OpAsmParser &parser, NdSbpAttr &layout) {
+  layout = NdSbpAttr::parseBare(parser);
+  return success(static_cast<bool>(layout));
+}
+
+static void printNdSbp(OpAsmPrinter &printer, Operation *, NdSbpAttr layout) {
+  layout.printBare(printer.getStream());
+}
+
+//===----------------------------------------------------------------------===//
+// MeshOp
+//===----------------------------------------------------------------------===//
+
+int64_t MeshOp::getNumDevices() {
+  int64_t n = 1;
+  for (int64_t size : getShape())
+    n *= size;
+  return n;
+}
+
+LogicalResult MeshOp::verify() {
+  ArrayAttr axes = getAxes();
+  ArrayRef<int64_t> shape = getShape();
+  if (axes.empty())
+    return emitOpError() << "needs at least one axis";
+  if (axes.size() != shape.size())
+    return emitOpError() << "has " << axes.size() << " axis names but " << shape.size()
+                         << " sizes";
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
+    if (name.empty())
+      return emitOpError() << "axis names must be non-empty";
+    if (!seen.insert(name).second)
+      return emitOpError() << "axis '" << name << "' is named twice";
+    if (size < 1)
+      return emitOpError() << "axis '" << name << "' has size " << size
+                           << ", expected at least 1";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Layouts
+//===----------------------------------------------------------------------===//
+
+LogicalResult sbpc::sbp::verifyLayout(Operation *op, MeshOp mesh, NdSbpAttr layout,
+                                      RankedTensorType type, StringRef role) {
+  auto axisName = [&](size_t i) { return cast<StringAttr>(mesh.getAxes()[i]).getValue(); };
+  if (layout.size() != static_cast<size_t>(mesh.getRank()))
+    return op->emitOpError() << role << " has " << layout.size() << " entries but mesh @"
+                             << mesh.getSymName() << " has " << mesh.getRank() << " axes";
+  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> parts(shape.size(), 1);
+  SmallVector<std::string> splitters(shape.size());
+  for (size_t i = 0; i < layout.size(); ++i) {
+    SbpAttr sbp = layout[i];
+    if (!sbp.isSplit())
+      continue;
+    int64_t dim = sbp.getDim();
+    if (dim >= static_cast<int64_t>(shape.size()))
+      return op->emitOpError() << role << " splits dimension " << dim << " on mesh axis '"
+                               << axisName(i) << "' but the tensor has rank " << shape.size();
+    parts[dim] *= mesh.getShape()[i];
+    splitters[dim] += (splitters[dim].empty() ? "'" : " x '") + axisName(i).str() + "'";
+  }
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] % parts[d] != 0)
+      return op->emitOpError() << role << ": dimension " << d << " of size " << shape[d]
+                               << " is not divisible by mesh axis " << splitters[d]
+                               << " of size " << parts[d];
+  return success();
+}
+
+static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr name,
+                                    SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, name);
+  if (!mesh)
+    return op->emitOpError() << "'" << name << "' does not name an sbp.mesh";
+  return mesh;
+}
+
+LogicalResult ConstraintOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<MeshOp> mesh = lookupMesh(*this, getMeshAttr(), symbols);
+  if (failed(mesh))
+    return failure();
+  return verifyLayout(*this, *mesh, getLayout(), getInput().getType(), "layout");
+}
+
+LogicalResult BoxingOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<MeshOp> mesh = lookupMesh(*this, getMeshAttr(), symbols);
+  if (failed(mesh))
+    return failure();
+  auto type = getInput().getType();
+  if (failed(verifyLayout(*this, *mesh, getFrom(), type, "source layout")) ||
+      failed(verifyLayout(*this, *mesh, getTo(), type, "target layout")))
+    return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Sbp/IR/SbpOps.cpp.inc"

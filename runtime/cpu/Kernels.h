@@ -1,0 +1,60 @@
+// Reference CPU kernels on row-major float buffers: the reference evaluator
+// uses them today and the CPU rank executables will call the same code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sbprt::cpu {
+
+using Shape = std::vector<int64_t>;
+
+enum class UnaryKind { Neg, Exp, Log, Tanh, Sqrt, Rsqrt, Relu, Gelu };
+enum class BinaryKind { Add, Sub, Mul, Div };
+enum class ReduceKind { Sum, Mean, Max };
+
+void unary(UnaryKind kind, const float *in, float *out, int64_t n);
+
+/// out = lhs (op) rhs with NumPy broadcasting; shapes align at the last dimension.
+void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const float *rhs,
+            const Shape &rhsShape, float *out, const Shape &outShape);
+
+/// For each of `batch` entries: C[m,n] = op(A)[m,k] * op(B)[k,n], row-major,
+/// where op transposes when asked; B is one matrix for all entries when `sharedB`.
+void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m, int64_t n,
+            int64_t k, bool transposeA, bool transposeB, bool sharedB);
+
+/// Reduces the listed (ascending) dimensions; `out` has the kept dimensions in order.
+void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vector<int64_t> &dims,
+            float *out);
+
+/// Softmax (or log-softmax) along `axis`.
+void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax);
+
+/// Layer norm of `rows` rows of `width` elements.
+void layerNorm(const float *in, const float *scale, const float *bias, float *out, int64_t rows,
+               int64_t width, float eps);
+
+void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out);
+
+void slice(const float *in, const Shape &shape, const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &limits, float *out);
+
+/// Concatenates along `axis`; `inputs[i]` has shape `shapes[i]`.
+void concat(const std::vector<const float *> &inputs, const std::vector<Shape> &shapes,
+            int64_t axis, float *out);
+
+/// out[i, :] = table[ids[i], :]; false with `error` set when an id is out of range.
+bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
+               float *out, std::string &error);
+
+/// Sets element (i, j) of every trailing [s, s] block to -inf where j > i.
+void causalMask(const float *in, float *out, int64_t blocks, int64_t s);
+
+/// Mean over `rows` of -log_softmax(logits[row])[targets[row]]; false with
+/// `error` set when a target is out of range.
+bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int64_t classes,
+                  float *loss, std::string &error);
+
+} // namespace sbprt::cpu

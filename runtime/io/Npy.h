@@ -1,0 +1,22 @@
+// NumPy .npy files: how test inputs and reference outputs are exchanged.
+#pragma once
+
+#include "runtime/Tensor.h"
+
+#include <string>
+
+namespace sbprt::io {
+
+/// Reads a .npy file (format versions 1.0, 2.0 and 3.0; little-endian
+/// float32/float64/int32/int64, C order only). On failure returns false and
+/// sets `error` to a one-line message starting with the path.
+bool readNpy(const std::string &path, Tensor &out, std::string &error);
+
+/// Writes a version 1.0 .npy file with the header padded so that the data
+/// starts at a multiple of 64 bytes, as NumPy does. A rank-0 tensor is written
+/// with shape (). Falls back to version 2.0 only if the header would not fit
+/// version 1.0's 16-bit length field.
+bool writeNpy(const std::string &path, const Tensor &tensor,
+              std::string &error);
+
+} // namespace sbprt::io

@@ -1,0 +1,166 @@
+"""Small NumPy helpers for the end-to-end GPT-2 tests.
+
+Provides a hand-written safetensors reader/writer (no `safetensors` package)
+and a CLI with three subcommands:
+
+  tokens OUT.npy --shape B S --high V --seed N
+      int64 uniform random integers in [0, V), shape [B, S].
+  random-gpt-params OUT.safetensors --layers L --hidden H --vocab V
+                    --positions P --seed N
+      float32 GPT-2 parameters with Hugging Face names/layouts, all non-trivial
+      values, plus an extra `h.0.attn.bias` [1,1,P,P] causal-mask buffer.
+  compare ACTUAL.npy EXPECTED.npy --rtol R
+      shape + tolerance check; prints one line, exits 1 on failure.
+
+Run with a Python that has NumPy (e.g. /usr/bin/python3).
+"""
+import argparse
+import json
+import struct
+import sys
+
+import numpy as np
+
+_DTYPES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+    "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?",
+}
+_NAMES = {np.dtype(v).str: k for k, v in _DTYPES.items()}
+
+
+def read_safetensors(path):
+    """Return a dict name -> np.ndarray (copies) from a safetensors file."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    data = memoryview(blob)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        raw = data[begin:end]
+        if info["dtype"] == "BF16":
+            u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = u16.view(np.float32)
+        elif info["dtype"] in _DTYPES:
+            arr = np.frombuffer(raw, dtype=_DTYPES[info["dtype"]])
+        else:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {info['dtype']}")
+        if arr.size != int(np.prod(shape, dtype=np.int64)):
+            raise ValueError(f"{path}: tensor {name}: size does not match shape {list(shape)}")
+        out[name] = arr.reshape(shape).copy()
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Write a dict name -> np.ndarray as a safetensors file (8-byte aligned)."""
+    header, chunks, offset = {}, [], 0
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr)
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        key = arr.dtype.str
+        if key not in _NAMES:
+            raise ValueError(f"tensor {name}: unsupported dtype {arr.dtype}")
+        raw = arr.tobytes()
+        header[name] = {"dtype": _NAMES[key], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hjson += b" " * (-(8 + len(hjson)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hjson)))
+        f.write(hjson)
+        for raw in chunks:
+            f.write(raw)
+
+
+def random_gpt_params(layers, hidden, vocab, positions, seed):
+    """GPT-2 parameters (HF names, Conv1D weights [in, out]), float32."""
+    rng = np.random.default_rng(seed)
+    H = hidden
+
+    def w(*shape):
+        return rng.normal(0.0, 0.2, shape).astype(np.float32)
+
+    def b(n):
+        return rng.normal(0.0, 0.1, (n,)).astype(np.float32)
+
+    def g(n):
+        return (1.0 + rng.normal(0.0, 0.1, (n,))).astype(np.float32)
+
+    p = {"wte.weight": w(vocab, H), "wpe.weight": w(positions, H)}
+    for i in range(layers):
+        pre = f"h.{i}."
+        p[pre + "ln_1.weight"], p[pre + "ln_1.bias"] = g(H), b(H)
+        p[pre + "attn.c_attn.weight"], p[pre + "attn.c_attn.bias"] = w(H, 3 * H), b(3 * H)
+        p[pre + "attn.c_proj.weight"], p[pre + "attn.c_proj.bias"] = w(H, H), b(H)
+        p[pre + "ln_2.weight"], p[pre + "ln_2.bias"] = g(H), b(H)
+        p[pre + "mlp.c_fc.weight"], p[pre + "mlp.c_fc.bias"] = w(H, 4 * H), b(4 * H)
+        p[pre + "mlp.c_proj.weight"], p[pre + "mlp.c_proj.bias"] = w(4 * H, H), b(H)
+        if i == 0:  # HF checkpoints carry this causal-mask buffer; consumers ignore it.
+            mask = np.tril(np.ones((positions, positions), np.float32))
+            p[pre + "attn.bias"] = mask.reshape(1, 1, positions, positions)
+    p["ln_f.weight"], p["ln_f.bias"] = g(H), b(H)
+    return p
+
+
+def compare(actual, expected, rtol):
+    """Return (ok, message) for the tolerance check described in the CLI help."""
+    if actual.shape != expected.shape:
+        return False, (f"compare: shape mismatch: actual {list(actual.shape)} "
+                       f"expected {list(expected.shape)}: FAIL")
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    max_ref = float(np.max(np.abs(e))) if e.size else 0.0
+    scale = max(max_ref, np.finfo(np.float64).tiny)
+    err = float(np.max(np.abs(a - e))) if e.size else 0.0
+    if not np.isfinite(err):
+        err = float("inf")
+    ok = err <= rtol * scale and bool(np.allclose(a, e, rtol=rtol, atol=rtol * max_ref))
+    msg = (f"compare: shape {list(e.shape)} max_abs_err {err:.6g} max_abs_ref {max_ref:.6g} "
+           f"rel {err / scale:.6g}: {'ok' if ok else 'FAIL'}")
+    return ok, msg
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("tokens", help="random int64 token ids")
+    t.add_argument("out")
+    t.add_argument("--shape", type=int, nargs="+", required=True)
+    t.add_argument("--high", type=int, required=True)
+    t.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("random-gpt-params", help="random GPT-2 safetensors file")
+    r.add_argument("out")
+    for name in ("layers", "hidden", "vocab", "positions"):
+        r.add_argument("--" + name, type=int, required=True)
+    r.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("compare", help="compare two .npy files")
+    c.add_argument("actual")
+    c.add_argument("expected")
+    c.add_argument("--rtol", type=float, required=True)
+    args = ap.parse_args(argv)
+
+    if args.cmd == "tokens":
+        rng = np.random.default_rng(args.seed)
+        np.save(args.out, rng.integers(0, args.high, size=tuple(args.shape), dtype=np.int64))
+    elif args.cmd == "random-gpt-params":
+        write_safetensors(args.out, random_gpt_params(
+            args.layers, args.hidden, args.vocab, args.positions, args.seed))
+    else:
+        ok, msg = compare(np.load(args.actual), np.load(args.expected), args.rtol)
+        print(msg)
+        return 0 if ok else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+// Tests for the .npy reader and writer, its headers and its error paths.
+#include "runtime/io/Npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+using namespace sbprt;
+using sbprt::io::readNpy;
+using sbprt::io::writeNpy;
+
+namespace {
+
+Tensor randomTensor(DType dtype, std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(dtype, std::move(shape));
+  std::mt19937_64 rng(seed);
+  // Values are never zero so that a reader that leaves data untouched fails.
+  auto nonZero = [&]() {
+    double v = std::uniform_real_distribution<double>(0.5, 1000.0)(rng);
+    return rng() % 2 ? v : -v;
+  };
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    switch (dtype) {
+    case DType::F32:
+      t.as<float>()[i] = static_cast<float>(nonZero());
+      break;
+    case DType::F64:
+      t.as<double>()[i] = nonZero();
+      break;
+    case DType::I32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(nonZero() * 1000);
+      break;
+    case DType::I64:
+      t.as<int64_t>()[i] = static_cast<int64_t>(nonZero() * 1e12);
+      break;
+    }
+  }
+  return t;
+}
+
+void expectSame(const Tensor &a, const Tensor &b) {
+  EXPECT_EQ(a.dtype(), b.dtype());
+  EXPECT_EQ(a.shape(), b.shape());
+  ASSERT_EQ(a.numBytes(), b.numBytes());
+  if (a.numBytes()) {
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.numBytes()));
+  }
+}
+
+/// A .npy file image with the given version and header dict; the header is
+/// padded to 64 bytes unless `pad` is false.
+std::string npyImage(int major, std::string dict, const std::string &data,
+                     bool pad = true) {
+  size_t lenBytes = major == 1 ? 2 : 4;
+  if (pad)
+    while ((6 + 2 + lenBytes + dict.size() + 1) % 64)
+      dict += ' ';
+  dict += '\n';
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(major);
+  out += '\0';
+  for (size_t i = 0; i < lenBytes; ++i)
+    out += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+  return out + dict + data;
+}
+
+class NpyTest : public ::testing::Test {
+protected:
+  std::string tempPath(const std::string &name) {
+    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string path = ::testing::TempDir() + "sbprt_npy_" +
+                       std::to_string(getpid()) + "_" + info->name() + "_" +
+                       name;
+    created_.push_back(path);
+    return path;
+  }
+  std::string writeRaw(const std::string &name, const std::string &bytes) {
+    std::string path = tempPath(name);
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  /// Expects reading to fail with a message naming the path and `words`.
+  void expectError(const std::string &path, const std::string &words) {
+    Tensor t;
+    std::string error;
+    EXPECT_FALSE(readNpy(path, t, error));
+    EXPECT_EQ(0u, error.rfind(path + ": ", 0)) << error;
+    EXPECT_NE(std::string::npos, error.find(words)) << error;
+    EXPECT_EQ(std::string::npos, error.find('\n')) << error;
+  }
+  void TearDown() override {
+    for (const std::string &path : created_)
+      std::remove(path.c_str());
+  }
+
+private:
+  std::vector<std::string> created_;
+};
+
+TEST_F(NpyTest, RoundTripsEveryDtypeAndRank) {
+  const std::vector<std::vector<int64_t>> shapes = {{}, {7}, {2, 3, 4}, {3, 0}};
+  unsigned seed = 1;
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+    for (const auto &shape : shapes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeToString(shape));
+      Tensor in = randomTensor(dtype, shape, seed++);
+      std::string path = tempPath("rt.npy");
+      std::string error;
+      ASSERT_TRUE(writeNpy(path, in, error)) << error;
+      Tensor out;
+      ASSERT_TRUE(readNpy(path, out, error)) << error;
+      expectSame(in, out);
+    }
+  }
+}
+
+TEST_F(NpyTest, WritesAlignedVersion1Header) {
+  Tensor in = randomTensor(DType::F32, {5}, 3);
+  std::string path = tempPath("aligned.npy");
+  std::string error;
+  ASSERT_TRUE(writeNpy(path, in, error)) << error;
+  std::ifstream file(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(file)),
+                    std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 20u);
+  size_t dataStart = bytes.size() - 20;
+  EXPECT_EQ(0u, dataStart % 64);
+  EXPECT_EQ(1, bytes[6]);
+  EXPECT_EQ(dataStart - 10, size_t(uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8));
+  EXPECT_EQ('\n', bytes[dataStart - 1]);
+  EXPECT_NE(std::string::npos, bytes.find("'shape': (5,)"));
+  EXPECT_NE(std::string::npos, bytes.find("'descr': '<f4'"));
+}
+
+TEST_F(NpyTest, ReadsVersion2And3Headers) {
+  Tensor expected = randomTensor(DType::F64, {2, 3}, 4);
+  std::string data(static_cast<const char *>(expected.data()),
+                   expected.numBytes());
+  for (int major : {2, 3}) {
+    std::string path = writeRaw(
+        "v" + std::to_string(major) + ".npy",
+        npyImage(major,
+                 "{\"shape\":(2,3), 'fortran_order': False, 'descr': '<f8'}",
+                 data));
+    Tensor out;
+    std::string error;
+    ASSERT_TRUE(readNpy(path, out, error)) << error;
+    expectSame(expected, out);
+  }
+}
+
+TEST_F(NpyTest, AcceptsUnpaddedHeaderAndOneDimFortranOrder) {
+  Tensor expected = randomTensor(DType::I32, {3}, 5);
+  std::string data(static_cast<const char *>(expected.data()),
+                   expected.numBytes());
+  std::string path = writeRaw(
+      "f1.npy",
+      npyImage(1, "{'descr': '|i4', 'fortran_order': True, 'shape': (3,)}",
+               data, /*pad=*/false));
+  Tensor out;
+  std::string error;
+  ASSERT_TRUE(readNpy(path, out, error)) << error;
+  expectSame(expected, out);
+}
+
+TEST_F(NpyTest, ReportsMissingFile) {
+  expectError(tempPath("missing.npy"),
+              "cannot open: No such file or directory");
+}
+
+TEST_F(NpyTest, ReportsBadMagic) {
+  expectError(writeRaw("magic.npy", "PK\x03\x04 not numpy at all"),
+              "not a .npy file (bad magic)");
+  expectError(writeRaw("short.npy", "\x93NU"), "bad magic");
+}
+
+TEST_F(NpyTest, ReportsUnsupportedVersion) {
+  expectError(writeRaw("v9.npy", npyImage(1, "{}", "").replace(6, 1, "\x09")),
+              "unsupported format version 9.0");
+}
+
+TEST_F(NpyTest, ReportsTruncation) {
+  const std::string dict =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 8), }";
+  expectError(writeRaw("data.npy", npyImage(1, dict, std::string(64, 'x'))),
+              "truncated: header says 128 bytes of data, file has 64");
+  expectError(writeRaw("header.npy", npyImage(1, dict, "").substr(0, 40)),
+              "truncated");
+  expectError(writeRaw("preamble.npy", std::string("\x93NUMPY\x01", 7)),
+              "truncated");
+}
+
+TEST_F(NpyTest, ReportsTrailingData) {
+  const std::string dict =
+      "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }";
+  expectError(writeRaw("trailing.npy", npyImage(1, dict, std::string(24, 'x'))),
+              "trailing data: file has 24 bytes of data, header says 16");
+}
+
+TEST_F(NpyTest, ReportsUnsupportedDtype) {
+  for (std::string descr : {">f4", "<f2", "<u8", "|b1", "<c16", "f4"}) {
+    expectError(writeRaw("dtype.npy",
+                         npyImage(1,
+                                  "{'descr': '" + descr +
+                                      "', 'fortran_order': False, 'shape': ()}",
+                                  std::string(4, 'x'))),
+                "unsupported dtype '" + descr +
+                    "' (supported: <f4, <f8, <i4, <i8)");
+  }
+}
+
+TEST_F(NpyTest, ReportsFortranOrder) {
+  expectError(
+      writeRaw(
+          "fortran.npy",
+          npyImage(1,
+                   "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2)}",
+                   std::string(16, 'x'))),
+      "Fortran-ordered arrays are not supported");
+}
+
+TEST_F(NpyTest, ReportsMalformedHeaders) {
+  const std::vector<std::string> dicts = {
+      "",
+      "[1, 2]",
+      "{'descr': '<f4', 'fortran_order': False}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3)}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': "
+      "(99999999999999999999,)}",
+      "{'descr': '<f4', 'fortran_order': false, 'shape': ()}",
+      "{'descr': '<f4, 'fortran_order': False, 'shape': ()}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (), 'extra': 1}",
+      "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}",
+      "{'descr': '<f4' 'fortran_order': False, 'shape': ()}",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': ()} junk",
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (",
+      "{, }",
+  };
+  for (const std::string &dict : dicts) {
+    SCOPED_TRACE(dict);
+    expectError(writeRaw("bad.npy", npyImage(1, dict, std::string(4, 'x'))),
+                "malformed header");
+  }
+}
+
+TEST_F(NpyTest, ReportsHugeShapeWithoutAllocating) {
+  expectError(
+      writeRaw("huge.npy", npyImage(1,
+                                    "{'descr': '<f8', 'fortran_order': False, "
+                                    "'shape': (4294967296, 4294967296)}",
+                                    "")),
+      "too large");
+  expectError(
+      writeRaw("big.npy", npyImage(1,
+                                   "{'descr': '<f8', 'fortran_order': False, "
+                                   "'shape': (1000000000000,)}",
+                                   "")),
+      "truncated");
+}
+
+TEST_F(NpyTest, ReportsUnwritablePath) {
+  std::string path = tempPath("no_such_dir") + "/x.npy";
+  std::string error;
+  EXPECT_FALSE(writeNpy(path, Tensor(DType::F32, {2}), error));
+  EXPECT_EQ(0u, error.rfind(path + ": ", 0)) << error;
+}
+
+} // namespace

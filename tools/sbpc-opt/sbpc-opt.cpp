@@ -1,0 +1,16 @@
+// sbpc-opt: the mlir-opt-style driver with sbpc's dialects and passes.
+#include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Sbp/IR/SbpOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<sbpc::graph::GraphDialect, sbpc::sbp::SbpDialect, mlir::func::FuncDialect>();
+  // Generic clean-ups that are useful on any graph; sbpc's own passes join here.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "sbpc optimizer driver\n", registry));
+}
