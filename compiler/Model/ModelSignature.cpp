@@ -31,7 +31,8 @@ FailureOr<ModelSignature> sbpc::getModelSignature(ModuleOp module) {
   else
     fn = module.lookupSymbol<func::FuncOp>("main");
   if (!fn)
-    return module.emitError() << "expected one model function (or one named @main), found "
+    return (funcs.size() > 1 ? funcs[1].getOperation() : module.getOperation())->emitError()
+           << "expected one model function (or one named @main), found "
                               << funcs.size() << " functions";
   if (fn.isExternal())
     return fn.emitError() << "model function @" << fn.getSymName() << " has no body";

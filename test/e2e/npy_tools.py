@@ -11,6 +11,10 @@ and a CLI with three subcommands:
       values, plus an extra `h.0.attn.bias` [1,1,P,P] causal-mask buffer.
   compare ACTUAL.npy EXPECTED.npy --rtol R
       shape + tolerance check; prints one line, exits 1 on failure.
+  list FILE.safetensors
+      one line per tensor: name, dtype, shape, min and max.
+  rewrite-param IN.safetensors OUT.safetensors NAME --dtype F64|BF16
+      copies the file with one tensor converted (to make bad inputs for tests).
 
 Run with a Python that has NumPy (e.g. /usr/bin/python3).
 """
@@ -57,17 +61,21 @@ def read_safetensors(path):
     return out
 
 
-def write_safetensors(path, tensors, metadata=None):
-    """Write a dict name -> np.ndarray as a safetensors file (8-byte aligned)."""
+def write_safetensors(path, tensors, metadata=None, dtype_names=None):
+    """Write a dict name -> np.ndarray as a safetensors file (8-byte aligned).
+
+    `dtype_names` overrides the stored dtype name of some tensors (BF16 is
+    written as its raw uint16 bits)."""
+    dtype_names = dtype_names or {}
     header, chunks, offset = {}, [], 0
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr)
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         key = arr.dtype.str
-        if key not in _NAMES:
+        if key not in _NAMES and name not in dtype_names:
             raise ValueError(f"tensor {name}: unsupported dtype {arr.dtype}")
         raw = arr.tobytes()
-        header[name] = {"dtype": _NAMES[key], "shape": list(arr.shape),
+        header[name] = {"dtype": dtype_names.get(name) or _NAMES[key], "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
@@ -147,6 +155,13 @@ def main(argv=None):
     c.add_argument("actual")
     c.add_argument("expected")
     c.add_argument("--rtol", type=float, required=True)
+    ls = sub.add_parser("list", help="list the tensors of a safetensors file")
+    ls.add_argument("file")
+    rw = sub.add_parser("rewrite-param", help="copy a safetensors file converting one tensor")
+    rw.add_argument("src")
+    rw.add_argument("out")
+    rw.add_argument("name")
+    rw.add_argument("--dtype", choices=["F64", "BF16"], required=True)
     args = ap.parse_args(argv)
 
     if args.cmd == "tokens":
@@ -155,6 +170,19 @@ def main(argv=None):
     elif args.cmd == "random-gpt-params":
         write_safetensors(args.out, random_gpt_params(
             args.layers, args.hidden, args.vocab, args.positions, args.seed))
+    elif args.cmd == "list":
+        for name, arr in read_safetensors(args.file).items():
+            shape = "[" + ", ".join(str(d) for d in arr.shape) + "]"
+            print(f"{name} {_NAMES[arr.dtype.str]} {shape} min {arr.min():g} max {arr.max():g}")
+    elif args.cmd == "rewrite-param":
+        tensors = read_safetensors(args.src)
+        if args.dtype == "F64":
+            tensors[args.name] = tensors[args.name].astype(np.float64)
+            write_safetensors(args.out, tensors)
+        else:
+            bits = tensors[args.name].astype(np.float32).view(np.uint32) >> 16
+            tensors[args.name] = bits.astype(np.uint16)
+            write_safetensors(args.out, tensors, dtype_names={args.name: "BF16"})
     else:
         ok, msg = compare(np.load(args.actual), np.load(args.expected), args.rtol)
         print(msg)

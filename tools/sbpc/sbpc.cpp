@@ -242,6 +242,8 @@ int main(int argc, char **argv) {
                               "  sbpc run model.mlir --params p.safetensors --input NAME=FILE.npy "
                               "--output-dir DIR\n");
   MLIRContext ctx;
+  // Diagnostics are one line each; the op dump belongs in sbpc-opt, not here.
+  ctx.printOpOnDiagnostic(false);
   ctx.loadDialect<sbpc::graph::GraphDialect, sbpc::sbp::SbpDialect, func::FuncDialect>();
   sbpc::OneLineDiagnostics diagnostics(&ctx);
   LogicalResult result = failure();

@@ -9,6 +9,28 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace sbpc::graph {
+/// Verifies an op by running its shape rule (inferReturnTypes) with the op's
+/// location and comparing with the written result types, so that exactly one
+/// precise diagnostic is reported (InferTypeOpInterface's own check would add
+/// a generic second one).
+template <typename ConcreteType>
+class ShapeRuleFirst : public mlir::OpTrait::TraitBase<ConcreteType, ShapeRuleFirst> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    llvm::SmallVector<mlir::Type> types;
+    if (mlir::failed(ConcreteType::inferReturnTypes(
+            op->getContext(), op->getLoc(), op->getOperands(), op->getRawDictionaryAttrs(),
+            op->getPropertiesStorage(), op->getRegions(), types)))
+      return mlir::failure();
+    if (mlir::TypeRange(types) != op->getResultTypes())
+      return op->emitOpError() << "result type " << op->getResultTypes()
+                               << " does not match the inferred " << mlir::TypeRange(types);
+    return mlir::success();
+  }
+};
+} // namespace sbpc::graph
+
 #define GET_OP_CLASSES
 #include "dialects/Graph/IR/GraphOps.h.inc"
 

@@ -20,9 +20,15 @@ def Graph_AnyTensor : StaticShapeTensorOf<[F32, I64]>;
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic, !listconcat(traits, [Pure])>;
 
+// Runs an op's shape rule before InferTypeOpInterface's own check, so that a
+// bad shape gets the rule's precise message instead of a generic one.
+def Graph_ShapeRuleFirst : NativeOpTrait<"ShapeRuleFirst"> {
+  let cppNamespace = "::sbpc::graph";
+}
+
 // Most ops compute their result type from operands and attributes.
 class Graph_InferredOp<string mnemonic, list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])>;
+    : Graph_Op<mnemonic, !listconcat(traits, [Graph_ShapeRuleFirst, InferTypeOpAdaptor])>;
 
 //===----------------------------------------------------------------------===//
 // Constants

@@ -1,0 +1,59 @@
+# sbpc: `make demo` and `make test` set everything up themselves on Debian 12:
+# missing packages (installed with apt-get as root, else the exact command is
+# printed), configure, build, then run.
+SHELL := /bin/bash
+BUILD ?= build
+PACKAGES := cmake ninja-build g++ make libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
+            nlohmann-json3-dev libgtest-dev libopenblas-dev python3 python3-numpy
+LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
+CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
+               -DSBPC_WERROR=ON
+
+.PHONY: all deps build test demo docs clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "sbpc: installing$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "sbpc: missing packages; run:"; \
+	    echo "  sudo apt-get install --no-install-recommends$$missing"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	@[ -f $(BUILD)/build.ninja ] || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	@cmake --build $(BUILD)
+
+# Every test (lit: IR, tools, end to end; GoogleTest units through lit), then
+# one summary line.
+test: build
+	@start=$$(date +%s); \
+	$(LIT) -sv $(BUILD)/test $(BUILD)/test/unit 2>&1 | tee $(BUILD)/test.log; \
+	status=$${PIPESTATUS[0]}; \
+	count() { sed -n "s/^ *$$1: *\([0-9]*\).*/\1/p" $(BUILD)/test.log | head -1; }; \
+	passed=$$(( $$(count Passed) + $$(count 'Expectedly Failed') )); \
+	failed=$$(( $$(count Failed) + $$(count Unresolved) + $$(count 'Unexpectedly Passed') + $$(count 'Timed Out') )); \
+	echo "tests took $$(( $$(date +%s) - start )) s"; \
+	echo "sbpc: $$passed passed, $$failed failed"; \
+	[ $$status -eq 0 ] && [ $$failed -eq 0 ] && [ $$passed -gt 0 ]
+
+demo: build
+	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo
+
+# Refresh the dialect reference in docs/dialects/ from ODS.
+docs: build
+	@cp $(BUILD)/dialects/Graph/IR/GraphDialect.md docs/dialects/graph.md
+	@cp $(BUILD)/dialects/Sbp/IR/SbpDialect.md docs/dialects/sbp.md
+	@echo "docs/dialects/ updated"
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,292 @@
+// RUN: sbpc-opt %s --split-input-file --verify-diagnostics
+
+// Tests that incompatible broadcast shapes are named.
+func.func @add_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'graph.add' op operand shapes [2, 3] and [4] do not broadcast}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a written result type must match the inferred one.
+func.func @add_wrong_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'graph.mul' op result type 'tensor<3x2xf32>' does not match the inferred 'tensor<2x3xf32>'}}
+  %0 = graph.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+// Tests that elementwise ops want f32 tensors.
+func.func @unary_int(%a: tensor<2xi64>) {
+  // expected-error @+1 {{'graph.exp' op operand #0 must be statically shaped tensor of 32-bit float values}}
+  %0 = graph.exp %a : tensor<2xi64>
+  return
+}
+
+// -----
+
+// Tests that dynamic shapes are rejected: the graph has global static shapes.
+func.func @dynamic(%a: tensor<?x3xf32>) {
+  // expected-error @+1 {{'graph.relu' op operand #0 must be statically shaped tensor of 32-bit float values}}
+  %0 = graph.relu %a : tensor<?x3xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul contracting dimensions must agree.
+func.func @matmul_k(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{'graph.matmul' op contracting dimensions differ: lhs [2, 3] has K = 3, rhs [4, 5] has K = 4}}
+  %0 = graph.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul operands must be at least matrices.
+func.func @matmul_rank(%a: tensor<3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{'graph.matmul' op operands must have rank >= 2, got [3] and [3, 5]}}
+  %0 = graph.matmul %a, %b : (tensor<3xf32>, tensor<3x5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+// Tests that a batched rhs must have the batch dimensions of lhs.
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
+  // expected-error @+1 {{'graph.matmul' op batch dimensions of lhs [2, 3, 4] and rhs [3, 4, 5] differ}}
+  %0 = graph.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that rhs is a matrix or as batched as lhs.
+func.func @matmul_rhs_rank(%a: tensor<2x3x4x5xf32>, %b: tensor<3x5x6xf32>) {
+  // expected-error @+1 {{'graph.matmul' op rhs [3, 5, 6] must be a matrix or have the batch dimensions of lhs [2, 3, 4, 5]}}
+  %0 = graph.matmul %a, %b : (tensor<2x3x4x5xf32>, tensor<3x5x6xf32>) -> tensor<2x3x4x6xf32>
+  return
+}
+
+// -----
+
+// Tests that reduced dimensions must be in range.
+func.func @reduce_range(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.reduce_sum' op reduced dimension 2 is out of range for rank 2}}
+  %0 = graph.reduce_sum %a dims [2] : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that reduced dimensions must be ascending and distinct.
+func.func @reduce_order(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.reduce_max' op reduced dimensions [1, 0] must be distinct and ascending}}
+  %0 = graph.reduce_max %a dims [1, 0] : (tensor<2x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that a reduction needs a dimension.
+func.func @reduce_none(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.reduce_mean' op needs at least one dimension to reduce}}
+  %0 = graph.reduce_mean %a dims [] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that the softmax axis must be in range.
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.softmax' op axis 2 is out of range for rank 2}}
+  %0 = graph.softmax %a axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that the log_softmax axis must be non-negative.
+func.func @log_softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.log_softmax' op axis -1 is out of range for rank 2}}
+  %0 = graph.log_softmax %a axis = -1 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm scale has the normalized dimension.
+func.func @layer_norm_scale(%a: tensor<2x8xf32>, %g: tensor<4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'graph.layer_norm' op scale shape [4] must be the normalized dimension [8] of input [2, 8]}}
+  %0 = graph.layer_norm %a, %g, %b eps = 1.0e-05 : (tensor<2x8xf32>, tensor<4xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm eps must be positive.
+func.func @layer_norm_eps(%a: tensor<2x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'graph.layer_norm' op eps must be positive}}
+  %0 = graph.layer_norm %a, %g, %b eps = 0.0 : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose needs a permutation.
+func.func @transpose_perm(%a: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'graph.transpose' op perm [0, 0, 1] is not a permutation of the 3 dimensions of [2, 3, 4]}}
+  %0 = graph.transpose %a perm [0, 0, 1] : (tensor<2x3x4xf32>) -> tensor<2x2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that reshape keeps the element count.
+func.func @reshape_count(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.reshape' op cannot reshape [2, 3] (6 elements) to [7] (7 elements)}}
+  %0 = graph.reshape %a : (tensor<2x3xf32>) -> tensor<7xf32>
+  return
+}
+
+// -----
+
+// Tests that reshape keeps the element type.
+func.func @reshape_type(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.reshape' op cannot change the element type from 'f32' to 'i64'}}
+  %0 = graph.reshape %a : (tensor<2x3xf32>) -> tensor<6xi64>
+  return
+}
+
+// -----
+
+// Tests that slice bounds stay inside the dimension.
+func.func @slice_bounds(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.slice' op dimension 1 of size 3 cannot be sliced [1, 4)}}
+  %0 = graph.slice %a starts [0, 1] limits [2, 4] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that slice has one start and limit per dimension.
+func.func @slice_rank(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.slice' op starts [0] and limits [2] must each have one entry per dimension of [2, 3]}}
+  %0 = graph.slice %a starts [0] limits [2] : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that concat inputs agree outside the axis.
+func.func @concat_shapes(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error @+1 {{'graph.concat' op input [3, 3] does not match [2, 3] outside axis 1}}
+  %0 = graph.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that the concat axis must be in range.
+func.func @concat_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.concat' op axis 2 is out of range for rank 2}}
+  %0 = graph.concat %a, %a axis = 2 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concat needs an input.
+func.func @concat_empty() {
+  // expected-error @+1 {{'graph.concat' op needs at least one input}}
+  %0 = graph.concat axis = 0 : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that the embedding table is a matrix.
+func.func @embedding_table(%t: tensor<10xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{'graph.embedding' op table must be [rows, width], got [10]}}
+  %0 = graph.embedding %t, %i : (tensor<10xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that embedding indices are int64.
+func.func @embedding_ids(%t: tensor<10x4xf32>, %i: tensor<4xf32>) {
+  // expected-error @+1 {{'graph.embedding' op operand #1 must be statically shaped tensor of 64-bit signless integer values}}
+  %0 = graph.embedding %t, %i : (tensor<10x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that causal_mask needs square trailing dimensions.
+func.func @causal_square(%a: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'graph.causal_mask' op input [2, 3, 4] must end in a square [queries, keys]}}
+  %0 = graph.causal_mask %a : tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy targets drop only the class dimension.
+func.func @cross_entropy_targets(%l: tensor<2x5x7xf32>, %t: tensor<2x7xi64>) {
+  // expected-error @+1 {{'graph.cross_entropy' op targets [2, 7] must be the logits shape [2, 5, 7] without its class dimension}}
+  %0 = graph.cross_entropy %l, %t : (tensor<2x5x7xf32>, tensor<2x7xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy returns a scalar.
+func.func @cross_entropy_result(%l: tensor<2x7xf32>, %t: tensor<2xi64>) {
+  // expected-error @+1 {{'graph.cross_entropy' op result #0 must be 0D tensor of 32-bit float values}}
+  %0 = graph.cross_entropy %l, %t : (tensor<2x7xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that parameter names are non-empty strings.
+// expected-error @+1 {{'func.func' op 'graph.param' must be a non-empty string}}
+func.func @param_name(%w: tensor<2xf32> {graph.param = 3 : i64}) {
+  return
+}
+
+// -----
+
+// Tests that a stored shape keeps the element count.
+// expected-error @+1 {{'func.func' op argument #0 has stored shape [4, 5] whose element count differs from its type 'tensor<4x3x4xf32>'}}
+func.func @param_shape(%w: tensor<4x3x4xf32> {graph.param = "w", graph.param_shape = array<i64: 4, 5>}) {
+  return
+}
+
+// -----
+
+// Tests that unknown graph argument attributes are rejected.
+// expected-error @+1 {{'func.func' op unknown argument attribute 'graph.parameter'}}
+func.func @unknown_arg_attr(%w: tensor<2xf32> {graph.parameter = "w"}) {
+  return
+}
+
+// -----
+
+// Tests that unknown graph result attributes are rejected.
+// expected-error @+1 {{'func.func' op unknown result attribute 'graph.outputs'}}
+func.func @unknown_result_attr(%w: tensor<2xf32>) -> (tensor<2xf32> {graph.outputs = "y"}) {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// Tests that an op the dialect does not have is an error, not a crash.
+func.func @unknown_op(%a: tensor<2xf32>) {
+  // expected-error @+1 {{custom op 'graph.frobnicate' is unknown}}
+  %0 = graph.frobnicate %a : tensor<2xf32>
+  return
+}

@@ -1,0 +1,138 @@
+// RUN: sbpc-opt %s --split-input-file --verify-diagnostics
+
+// Tests that a mesh has as many sizes as axis names.
+// expected-error @+1 {{'sbp.mesh' op has 2 axis names but 1 sizes}}
+sbp.mesh @m axes ["dp", "tp"] shape [2]
+
+// -----
+
+// Tests that mesh axis names are unique.
+// expected-error @+1 {{'sbp.mesh' op axis 'dp' is named twice}}
+sbp.mesh @m axes ["dp", "dp"] shape [2, 2]
+
+// -----
+
+// Tests that mesh axes have at least one device.
+// expected-error @+1 {{'sbp.mesh' op axis 'tp' has size 0, expected at least 1}}
+sbp.mesh @m axes ["dp", "tp"] shape [2, 0]
+
+// -----
+
+// Tests that a mesh has an axis.
+// expected-error @+1 {{'sbp.mesh' op needs at least one axis}}
+sbp.mesh @m axes [] shape []
+
+// -----
+
+// Tests that axis names are non-empty.
+// expected-error @+1 {{'sbp.mesh' op axis names must be non-empty}}
+sbp.mesh @m axes [""] shape [2]
+
+// -----
+
+// Tests that a layout has one entry per mesh axis.
+sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
+func.func @arity(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'sbp.constraint' op layout has 1 entries but mesh @m has 2 axes}}
+  %0 = sbp.constraint %x mesh @m [S(0)] : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Tests that split dimensions are in range.
+sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
+func.func @split_range(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'sbp.constraint' op layout splits dimension 2 on mesh axis 'tp' but the tensor has rank 2}}
+  %0 = sbp.constraint %x mesh @m [S(0), S(2)] : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Tests that a split dimension must divide evenly.
+sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
+func.func @divisible(%x: tensor<8x6xf32>) {
+  // expected-error @+1 {{'sbp.constraint' op layout: dimension 1 of size 6 is not divisible by mesh axis 'tp' of size 4}}
+  %0 = sbp.constraint %x mesh @m [B, S(1)] : tensor<8x6xf32>
+  return
+}
+
+// -----
+
+// Tests that two axes splitting one dimension need their product to divide it.
+sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
+func.func @divisible_product(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'sbp.boxing' op source layout: dimension 0 of size 4 is not divisible by mesh axis 'dp' x 'tp' of size 8}}
+  %0 = sbp.boxing %x mesh @m from [S(0), S(0)] to [B, B] : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+// Tests that the target layout of a boxing is checked too.
+sbp.mesh @m axes ["x"] shape [3]
+func.func @boxing_target(%x: tensor<6x4xf32>) {
+  // expected-error @+1 {{'sbp.boxing' op target layout: dimension 1 of size 4 is not divisible by mesh axis 'x' of size 3}}
+  %0 = sbp.boxing %x mesh @m from [S(0)] to [S(1)] : tensor<6x4xf32>
+  return
+}
+
+// -----
+
+// Tests that the mesh must exist.
+func.func @no_mesh(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'sbp.constraint' op '@nowhere' does not name an sbp.mesh}}
+  %0 = sbp.constraint %x mesh @nowhere [B] : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that a split dimension is non-negative.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @negative_split(%x: tensor<8xf32>) {
+  // expected-error @+1 {{split dimension must be non-negative, got -1}}
+  %0 = sbp.constraint %x mesh @m [S(-1)] : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that an unknown SBP is rejected.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @unknown_sbp(%x: tensor<8xf32>) {
+  // expected-error @+1 {{unknown SBP 'Q', expected B, S(dim) or P(sum|max)}}
+  %0 = sbp.constraint %x mesh @m [Q] : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that an unknown partial reduction is rejected.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @unknown_reduce(%x: tensor<8xf32>) {
+  // expected-error @+1 {{unknown partial reduction 'min', expected 'sum' or 'max'}}
+  %0 = sbp.constraint %x mesh @m [P(min)] : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that an nd-SBP is not empty.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @empty_nd(%x: tensor<8xf32>) {
+  // expected-error @+1 {{an nd-SBP needs one entry per mesh axis, got none}}
+  %0 = sbp.constraint %x mesh @m [] : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that a layout op keeps the type.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @type_change(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'sbp.boxing' op failed to verify that all of {input, result} have same type}}
+  %0 = "sbp.boxing"(%x) <{mesh = @m, from = #sbp.nd<[B]>, to = #sbp.nd<[S(0)]>}> : (tensor<8xf32>) -> tensor<4xf32>
+  return
+}

@@ -1,0 +1,364 @@
+// Tests for the reference CPU kernels against naive double-precision versions.
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+using namespace sbprt::cpu;
+
+namespace {
+
+using Values = std::vector<float>;
+using Expected = std::vector<double>;
+
+int64_t count(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Uniform values in [lo, hi], none exactly zero.
+Values randomData(int64_t n, unsigned seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Values v(n);
+  std::generate(v.begin(), v.end(), [&] {
+    float x = dist(rng);
+    return x == 0.0f ? hi : x;
+  });
+  return v;
+}
+
+/// Calls `visit(index)` for every multi-index of `shape`, row-major.
+void forEachIndex(const Shape &shape, const std::function<void(const Shape &)> &visit) {
+  Shape index(shape.size(), 0);
+  for (int64_t i = 0, n = count(shape); i < n; ++i) {
+    visit(index);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++index[d] < shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+/// Row-major offset of `index` within `shape`.
+int64_t offsetOf(const Shape &index, const Shape &shape) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    offset = offset * shape[d] + index[d];
+  return offset;
+}
+
+/// The naive result: `value(index)` at every index of `shape`, row-major.
+Expected tabulate(const Shape &shape, const std::function<double(const Shape &)> &value) {
+  Expected result;
+  forEachIndex(shape, [&](const Shape &index) { result.push_back(value(index)); });
+  return result;
+}
+
+/// Expects a failed call whose error (set by then) mentions the offending value.
+void expectOutOfRange(bool ok, const std::string &error, int64_t bad) {
+  EXPECT_FALSE(ok);
+  EXPECT_NE(error.find(std::to_string(bad)), std::string::npos) << error;
+}
+
+/// Expects |got - want| <= rtol * scale element-wise, where scale is |want|
+/// unless given; rtol 0 demands exact equality.
+void expectClose(const Values &got, const Expected &want, double rtol, double scale = 0.0) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_LE(std::abs(got[i] - want[i]), rtol * (scale > 0.0 ? scale : std::abs(want[i])))
+        << "at " << i << ": got " << got[i] << ", want " << want[i];
+}
+
+constexpr double kRtol = 1e-5;
+
+TEST(KernelsTest, Unary) {
+  const double c = std::sqrt(2.0 / M_PI);
+  std::vector<std::pair<UnaryKind, std::function<double(double)>>> cases = {
+      {UnaryKind::Neg, [](double x) { return -x; }},
+      {UnaryKind::Exp, [](double x) { return std::exp(x); }},
+      {UnaryKind::Log, [](double x) { return std::log(x); }},
+      {UnaryKind::Tanh, [](double x) { return std::tanh(x); }},
+      {UnaryKind::Sqrt, [](double x) { return std::sqrt(x); }},
+      {UnaryKind::Rsqrt, [](double x) { return 1.0 / std::sqrt(x); }},
+      {UnaryKind::Relu, [](double x) { return x > 0.0 ? x : 0.0; }},
+      {UnaryKind::Gelu,
+       [c](double x) { return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x))); }}};
+  for (auto &[kind, naive] : cases) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    bool positive = kind == UnaryKind::Log || kind == UnaryKind::Sqrt || kind == UnaryKind::Rsqrt;
+    Values in = positive ? randomData(37, 1, 0.05f, 2.0f) : randomData(37, 1), out(in.size());
+    unary(kind, in.data(), out.data(), static_cast<int64_t>(in.size()));
+    expectClose(out, tabulate({37}, [&](const Shape &i) { return naive(in[i[0]]); }), kRtol);
+  }
+}
+
+/// Offset of the element of a `shape` tensor broadcast to `outIndex`.
+int64_t broadcastOffset(const Shape &outIndex, const Shape &shape) {
+  Shape index(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    index[d] = shape[d] == 1 ? 0 : outIndex[outIndex.size() - shape.size() + d];
+  return offsetOf(index, shape);
+}
+
+TEST(KernelsTest, BinaryBroadcasting) {
+  // {lhs, rhs, out} shapes.
+  std::vector<std::array<Shape, 3>> shapes = {
+      {{{2, 3, 4}, {4}, {2, 3, 4}}}, {{{2, 1, 4}, {3, 1}, {2, 3, 4}}}, {{{1}, {2, 3}, {2, 3}}},
+      {{{2, 3}, {2, 3}, {2, 3}}},    {{{}, {2, 3}, {2, 3}}},           {{{2, 3}, {}, {2, 3}}}};
+  std::vector<std::pair<BinaryKind, std::function<double(double, double)>>> kinds = {
+      {BinaryKind::Add, [](double a, double b) { return a + b; }},
+      {BinaryKind::Sub, [](double a, double b) { return a - b; }},
+      {BinaryKind::Mul, [](double a, double b) { return a * b; }},
+      {BinaryKind::Div, [](double a, double b) { return a / b; }}};
+  for (auto &[kind, naive] : kinds)
+    for (auto &[lhsShape, rhsShape, outShape] : shapes) {
+      SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind) << ", lhs rank "
+                                      << lhsShape.size() << ", rhs rank " << rhsShape.size());
+      Values lhs = randomData(count(lhsShape), 2);
+      Values rhs = randomData(count(rhsShape), 3);
+      if (kind == BinaryKind::Div) // Keep denominators at least 0.5 away from zero.
+        for (float &x : rhs)
+          x += x < 0.0f ? -0.5f : 0.5f;
+      Values out(count(outShape));
+      binary(kind, lhs.data(), lhsShape, rhs.data(), rhsShape, out.data(), outShape);
+      Expected want = tabulate(outShape, [&](const Shape &index) {
+        return naive(lhs[broadcastOffset(index, lhsShape)], rhs[broadcastOffset(index, rhsShape)]);
+      });
+      expectClose(out, want, kRtol);
+    }
+}
+
+void checkMatmul(int64_t batch, int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+                 bool sharedB) {
+  SCOPED_TRACE(testing::Message() << "batch " << batch << " transA " << transA << " transB "
+                                  << transB << " sharedB " << sharedB);
+  Values a = randomData(batch * m * k, 4), b = randomData((sharedB ? 1 : batch) * k * n, 5);
+  Values c(batch * m * n);
+  matmul(a.data(), b.data(), c.data(), batch, m, n, k, transA, transB, sharedB);
+  Expected want = tabulate({batch, m, n}, [&](const Shape &index) {
+    int64_t bi = index[0], i = index[1], j = index[2];
+    double sum = 0.0;
+    for (int64_t p = 0; p < k; ++p)
+      sum += double(a[bi * m * k + (transA ? p * m + i : i * k + p)]) *
+             b[(sharedB ? 0 : bi * k * n) + (transB ? j * k + p : p * n + j)];
+    return sum;
+  });
+  double maxMagnitude = 0.0;
+  for (double w : want)
+    maxMagnitude = std::max(maxMagnitude, std::abs(w));
+  expectClose(c, want, 1e-4, maxMagnitude);
+}
+
+TEST(KernelsTest, Matmul) {
+  for (bool transA : {false, true})
+    for (bool transB : {false, true})
+      for (bool sharedB : {false, true}) {
+        checkMatmul(3, 4, 5, 6, transA, transB, sharedB);
+        checkMatmul(1, 7, 2, 3, transA, transB, sharedB);
+      }
+}
+
+TEST(KernelsTest, Reduce) {
+  Shape shape = {3, 4, 5};
+  Values in = randomData(count(shape), 6);
+  std::vector<std::vector<int64_t>> dimSets = {{0}, {1}, {2}, {0, 2}, {1, 2}, {0, 1, 2}};
+  for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max})
+    for (const auto &dims : dimSets) {
+      SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind) << ", " << dims.size()
+                                      << " dims from " << dims[0]);
+      // Kept dimensions stay as size 1, which leaves the row-major layout unchanged.
+      Shape kept = shape;
+      for (int64_t d : dims)
+        kept[d] = 1;
+      Values out(count(kept));
+      reduce(kind, in.data(), shape, dims, out.data());
+      Expected want(out.size(), kind == ReduceKind::Max ? -INFINITY : 0.0);
+      forEachIndex(shape, [&](const Shape &index) {
+        double x = in[offsetOf(index, shape)];
+        Shape keptIndex = index;
+        for (int64_t d : dims)
+          keptIndex[d] = 0;
+        double &acc = want[offsetOf(keptIndex, kept)];
+        acc = kind == ReduceKind::Max ? std::max(acc, x) : acc + x;
+      });
+      if (kind == ReduceKind::Mean)
+        for (double &w : want)
+          w /= double(count(shape) / count(kept));
+      expectClose(out, want, kRtol);
+    }
+}
+
+TEST(KernelsTest, Softmax) {
+  Shape shape = {2, 3, 4};
+  Values in = randomData(count(shape), 7);
+  for (int64_t axis : {1, 2})
+    for (bool logSoftmax : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "axis " << axis << " log " << logSoftmax);
+      Values out(in.size());
+      softmax(in.data(), out.data(), shape, axis, logSoftmax);
+      // Walk each row along the axis: naive values, and the row must sum to 1.
+      Shape rowsShape = shape;
+      rowsShape[axis] = 1;
+      Expected want(out.size());
+      forEachIndex(rowsShape, [&](const Shape &row) {
+        Shape at = row;
+        double sum = 0.0, total = 0.0;
+        for (at[axis] = 0; at[axis] < shape[axis]; ++at[axis])
+          sum += std::exp(double(in[offsetOf(at, shape)]));
+        for (at[axis] = 0; at[axis] < shape[axis]; ++at[axis]) {
+          int64_t i = offsetOf(at, shape);
+          want[i] = logSoftmax ? in[i] - std::log(sum) : std::exp(double(in[i])) / sum;
+          total += logSoftmax ? std::exp(double(out[i])) : out[i];
+        }
+        EXPECT_NEAR(total, 1.0, kRtol);
+      });
+      expectClose(out, want, kRtol);
+    }
+}
+
+TEST(KernelsTest, LayerNorm) {
+  const int64_t rows = 3, width = 8;
+  const float eps = 1e-5f;
+  Values in = randomData(rows * width, 8), scale = randomData(width, 9),
+         bias = randomData(width, 10), out(in.size());
+  layerNorm(in.data(), scale.data(), bias.data(), out.data(), rows, width, eps);
+  Expected want = tabulate({rows, width}, [&](const Shape &at) {
+    const float *x = in.data() + at[0] * width;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      mean += x[i] / double(width);
+    for (int64_t i = 0; i < width; ++i)
+      var += (x[i] - mean) * (x[i] - mean) / double(width);
+    return (x[at[1]] - mean) / std::sqrt(var + eps) * scale[at[1]] + bias[at[1]];
+  });
+  expectClose(out, want, kRtol);
+}
+
+TEST(KernelsTest, Transpose) {
+  Shape shape = {2, 3, 4, 5};
+  std::vector<int64_t> perm = {2, 0, 3, 1};
+  Shape outShape = {4, 2, 5, 3};
+  Values in = randomData(count(shape), 11), out(in.size());
+  transpose(in.data(), shape, perm, out.data());
+  Expected want = tabulate(outShape, [&](const Shape &index) {
+    Shape inIndex(shape.size());
+    for (size_t d = 0; d < perm.size(); ++d)
+      inIndex[perm[d]] = index[d];
+    return in[offsetOf(inIndex, shape)];
+  });
+  expectClose(out, want, 0.0);
+}
+
+TEST(KernelsTest, Slice) {
+  Shape shape = {4, 5, 6};
+  std::vector<int64_t> starts = {1, 2, 3}, limits = {3, 5, 5};
+  Shape outShape = {2, 3, 2};
+  Values in = randomData(count(shape), 12), out(count(outShape));
+  slice(in.data(), shape, starts, limits, out.data());
+  Expected want = tabulate(outShape, [&](const Shape &index) {
+    Shape inIndex = index;
+    for (size_t d = 0; d < shape.size(); ++d)
+      inIndex[d] += starts[d];
+    return in[offsetOf(inIndex, shape)];
+  });
+  expectClose(out, want, 0.0);
+}
+
+void checkConcat(const std::vector<Shape> &shapes, int64_t axis) {
+  SCOPED_TRACE(testing::Message() << "axis " << axis);
+  std::vector<Values> data;
+  std::vector<const float *> inputs;
+  Shape outShape = shapes[0];
+  outShape[axis] = 0;
+  data.reserve(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    inputs.push_back(data.emplace_back(randomData(count(shapes[i]), 13 + i)).data());
+    outShape[axis] += shapes[i][axis];
+  }
+  Values out(count(outShape));
+  concat(inputs, shapes, axis, out.data());
+  Expected want = tabulate(outShape, [&](const Shape &index) {
+    Shape inIndex = index;
+    size_t which = 0;
+    while (inIndex[axis] >= shapes[which][axis])
+      inIndex[axis] -= shapes[which++][axis];
+    return data[which][offsetOf(inIndex, shapes[which])];
+  });
+  expectClose(out, want, 0.0);
+}
+
+TEST(KernelsTest, Concat) {
+  checkConcat({{2, 3, 4}, {1, 3, 4}, {3, 3, 4}}, 0);
+  checkConcat({{2, 3, 4}, {2, 1, 4}, {2, 2, 4}}, 1);
+  checkConcat({{2, 3, 4}, {2, 3, 2}, {2, 3, 1}}, 2);
+}
+
+TEST(KernelsTest, Embedding) {
+  const int64_t rows = 5, width = 3;
+  Values table = randomData(rows * width, 16);
+  std::vector<int64_t> ids = {4, 0, 2, 2};
+  Values out(ids.size() * width);
+  std::string error;
+  ASSERT_TRUE(embedding(table.data(), rows, width, ids.data(), ids.size(), out.data(), error))
+      << error;
+  Expected want =
+      tabulate({4, width}, [&](const Shape &i) { return table[ids[i[0]] * width + i[1]]; });
+  expectClose(out, want, 0.0);
+
+  for (int64_t bad : {rows, int64_t(9), int64_t(-3)}) {
+    std::vector<int64_t> badIds = {1, bad, 0};
+    expectOutOfRange(
+        embedding(table.data(), rows, width, badIds.data(), badIds.size(), out.data(), error),
+        error, bad);
+  }
+}
+
+TEST(KernelsTest, CausalMask) {
+  const int64_t blocks = 3, s = 4;
+  Values in = randomData(blocks * s * s, 17), out(in.size());
+  causalMask(in.data(), out.data(), blocks, s);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        int64_t at = (b * s + i) * s + j;
+        if (j > i)
+          EXPECT_EQ(out[at], -std::numeric_limits<float>::infinity()) << "at " << at;
+        else
+          EXPECT_EQ(out[at], in[at]) << "at " << at;
+      }
+}
+
+TEST(KernelsTest, CrossEntropy) {
+  const int64_t rows = 4, classes = 5;
+  Values logits = randomData(rows * classes, 18);
+  std::vector<int64_t> targets = {3, 0, 4, 1};
+  float loss = 0.0f;
+  std::string error;
+  ASSERT_TRUE(crossEntropy(logits.data(), targets.data(), rows, classes, &loss, error)) << error;
+  double want = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(double(logits[r * classes + c]));
+    want += (std::log(sum) - logits[r * classes + targets[r]]) / rows;
+  }
+  expectClose({loss}, {want}, kRtol);
+
+  for (int64_t bad : {classes, int64_t(-1)}) {
+    std::vector<int64_t> badTargets = {0, 1, bad, 2};
+    expectOutOfRange(crossEntropy(logits.data(), badTargets.data(), rows, classes, &loss, error),
+                     error, bad);
+  }
+}
+
+} // namespace
