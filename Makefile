@@ -39,7 +39,7 @@ test: build
 	@start=$$(date +%s); \
 	$(LIT) -sv $(BUILD)/test $(BUILD)/test/unit 2>&1 | tee $(BUILD)/test.log; \
 	status=$${PIPESTATUS[0]}; \
-	count() { sed -n "s/^ *$$1: *\([0-9]*\).*/\1/p" $(BUILD)/test.log | head -1; }; \
+	count() { n=$$(sed -n "s/^ *$$1: *\([0-9]*\).*/\1/p" $(BUILD)/test.log | head -1); echo $${n:-0}; }; \
 	passed=$$(( $$(count Passed) + $$(count 'Expectedly Failed') )); \
 	failed=$$(( $$(count Failed) + $$(count Unresolved) + $$(count 'Unexpectedly Passed') + $$(count 'Timed Out') )); \
 	echo "tests took $$(( $$(date +%s) - start )) s"; \
