@@ -5,30 +5,47 @@
 
 namespace sbprt {
 
-size_t dtypeSize(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F64:
-  case DType::I64:
-    return 8;
-  }
-  return 0;
+namespace {
+/// Everything the runtime knows about a dtype, in one place.
+struct DTypeInfo {
+  DType dtype;
+  size_t size;
+  const char *name;
+  const char *npyDescr;
+  const char *safetensorsName;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::F32, 4, "float32", "<f4", "F32"},
+    {DType::F64, 8, "float64", "<f8", "F64"},
+    {DType::I32, 4, "int32", "<i4", "I32"},
+    {DType::I64, 8, "int64", "<i8", "I64"},
+};
+
+const DTypeInfo &infoOf(DType dtype) {
+  for (const DTypeInfo &info : kDTypes)
+    if (info.dtype == dtype)
+      return info;
+  return kDTypes[0];
+}
+} // namespace
+
+size_t dtypeSize(DType dtype) { return infoOf(dtype).size; }
+const char *dtypeName(DType dtype) { return infoOf(dtype).name; }
+const char *npyDescr(DType dtype) { return infoOf(dtype).npyDescr; }
+const char *safetensorsName(DType dtype) { return infoOf(dtype).safetensorsName; }
+
+std::optional<DType> dtypeFromNpyDescr(const std::string &descr) {
+  for (const DTypeInfo &info : kDTypes)
+    if (descr == info.npyDescr)
+      return info.dtype;
+  return std::nullopt;
 }
 
-const char *dtypeName(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "float32";
-  case DType::F64:
-    return "float64";
-  case DType::I32:
-    return "int32";
-  case DType::I64:
-    return "int64";
-  }
-  return "?";
+std::optional<DType> dtypeFromSafetensorsName(const std::string &name) {
+  for (const DTypeInfo &info : kDTypes)
+    if (name == info.safetensorsName)
+      return info.dtype;
+  return std::nullopt;
 }
 
 int64_t numElements(const std::vector<int64_t> &shape) {

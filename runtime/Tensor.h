@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,14 @@ enum class DType { F32, F64, I32, I64 };
 size_t dtypeSize(DType dtype);
 /// NumPy-style name: "float32", "float64", "int32", "int64".
 const char *dtypeName(DType dtype);
+/// How the file formats name a dtype: NumPy's little-endian descr ("<f4")
+/// and safetensors' dtype ("F32").
+const char *npyDescr(DType dtype);
+const char *safetensorsName(DType dtype);
+/// The dtype a format name stands for, or nullopt if the runtime has none.
+std::optional<DType> dtypeFromNpyDescr(const std::string &descr);
+std::optional<DType> dtypeFromSafetensorsName(const std::string &name);
+
 /// Product of the dimensions (1 for a scalar).
 int64_t numElements(const std::vector<int64_t> &shape);
 /// "[2, 16, 64]".

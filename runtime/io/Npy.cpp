@@ -1,5 +1,6 @@
 // NumPy .npy reader and writer; the header dict is parsed by hand.
 #include "runtime/io/Npy.h"
+#include "runtime/io/FileUtil.h"
 
 #include <cctype>
 #include <cerrno>
@@ -11,34 +12,11 @@
 
 namespace sbprt::io {
 namespace {
+using namespace detail;
 
-struct FileCloser {
-  void operator()(std::FILE *f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
-
-bool fail(std::string &error, const std::string &path, const std::string &msg) {
-  error = path + ": " + msg;
-  return false;
-}
-
-/// Byte size of a tensor, computed in the same order Tensor does so a shape
-/// accepted here can never overflow there.
-bool checkedByteSize(const std::vector<int64_t> &shape, size_t elemSize,
-                     uint64_t &bytes) {
-  const uint64_t limit = std::numeric_limits<int64_t>::max();
-  uint64_t n = elemSize;
-  for (int64_t d : shape) {
-    if (d < 0 || (d != 0 && n > limit / static_cast<uint64_t>(d)))
-      return false;
-    n *= static_cast<uint64_t>(d);
-  }
-  bytes = n;
-  return true;
-}
 
 /// Parses the header dict, e.g. {'descr': '<f4', 'fortran_order': False,
 /// 'shape': (2, 3), }. Keys may come in any order; anything else is rejected.
@@ -168,36 +146,11 @@ private:
   size_t pos_ = 0;
 };
 
-bool dtypeFromDescr(const std::string &descr, DType &dtype) {
-  // '|' (no byte order) is accepted as well since it is harmless for readers.
-  if (descr.size() != 3 || (descr[0] != '<' && descr[0] != '|'))
-    return false;
-  std::string kind = descr.substr(1);
-  if (kind == "f4")
-    dtype = DType::F32;
-  else if (kind == "f8")
-    dtype = DType::F64;
-  else if (kind == "i4")
-    dtype = DType::I32;
-  else if (kind == "i8")
-    dtype = DType::I64;
-  else
-    return false;
-  return true;
-}
-
-const char *descrOf(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "<f4";
-  case DType::F64:
-    return "<f8";
-  case DType::I32:
-    return "<i4";
-  case DType::I64:
-    return "<i8";
-  }
-  return "?";
+/// '|' (no byte order) is accepted as well as '<': harmless for these sizes.
+std::optional<DType> dtypeFromDescr(const std::string &descr) {
+  if (descr.size() == 3 && descr[0] == '|')
+    return dtypeFromNpyDescr("<" + descr.substr(1));
+  return dtypeFromNpyDescr(descr);
 }
 
 } // namespace
@@ -249,11 +202,12 @@ bool readNpy(const std::string &path, Tensor &out, std::string &error) {
   if (!problem.empty())
     return fail(error, path, "malformed header: " + problem);
 
-  DType dtype;
-  if (!dtypeFromDescr(descr, dtype))
+  std::optional<DType> found = dtypeFromDescr(descr);
+  if (!found)
     return fail(error, path,
                 "unsupported dtype '" + descr +
                     "' (supported: <f4, <f8, <i4, <i8)");
+  DType dtype = *found;
   // With at most one dimension the two orders are the same bytes.
   if (fortran && shape.size() > 1)
     return fail(error, path, "Fortran-ordered arrays are not supported");
@@ -284,7 +238,7 @@ bool writeNpy(const std::string &path, const Tensor &tensor,
   for (size_t i = 0; i < tensor.shape().size(); ++i)
     shape += (i ? ", " : "") + std::to_string(tensor.shape()[i]);
   shape += tensor.shape().size() == 1 ? ",)" : ")";
-  std::string header = std::string("{'descr': '") + descrOf(tensor.dtype()) +
+  std::string header = std::string("{'descr': '") + npyDescr(tensor.dtype()) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
 
   // NumPy aligns the data to 64 bytes so that it can be memory-mapped.
@@ -307,24 +261,11 @@ bool writeNpy(const std::string &path, const Tensor &tensor,
   for (size_t i = 0; i < lenBytes; ++i)
     preamble += static_cast<char>((headerLen >> (8 * i)) & 0xff);
 
-  FilePtr file(std::fopen(path.c_str(), "wb"));
-  if (!file)
-    return fail(error, path,
-                std::string("cannot open for writing: ") +
-                    std::strerror(errno));
-  bool ok = std::fwrite(preamble.data(), 1, preamble.size(), file.get()) ==
-                preamble.size() &&
-            std::fwrite(header.data(), 1, header.size(), file.get()) ==
-                header.size() &&
-            (tensor.numBytes() == 0 ||
-             std::fwrite(tensor.data(), 1, tensor.numBytes(), file.get()) ==
-                 tensor.numBytes());
-  int savedErrno = errno;
-  if (std::fclose(file.release()) != 0 || !ok)
-    return fail(error, path,
-                std::string("cannot write: ") +
-                    std::strerror(ok ? errno : savedErrno));
-  return true;
+  return writeFile(path,
+                   {{preamble.data(), preamble.size()},
+                    {header.data(), header.size()},
+                    {tensor.data(), tensor.numBytes()}},
+                   error);
 }
 
 } // namespace sbprt::io

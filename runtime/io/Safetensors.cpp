@@ -1,5 +1,6 @@
 // Hugging Face safetensors reader and writer, free of exceptions.
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/FileUtil.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,37 +13,14 @@
 
 namespace sbprt::io {
 namespace {
+using namespace detail;
 
 // ordered_json keeps the header's key order, which entries() promises.
 using Json = nlohmann::ordered_json;
 
-struct FileCloser {
-  void operator()(std::FILE *f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 // Same limit as the reference implementation: a bigger header is surely bogus.
 constexpr uint64_t kMaxHeaderLen = 100000000;
-
-bool fail(std::string &error, const std::string &path, const std::string &msg) {
-  error = path + ": " + msg;
-  return false;
-}
-
-/// Byte size of a tensor, multiplied in the same order Tensor does so a shape
-/// accepted here can never overflow there.
-bool checkedByteSize(const std::vector<int64_t> &shape, size_t elemSize,
-                     uint64_t &bytes) {
-  const uint64_t limit = std::numeric_limits<int64_t>::max();
-  uint64_t n = elemSize;
-  for (int64_t d : shape) {
-    if (d < 0 || (d != 0 && n > limit / static_cast<uint64_t>(d)))
-      return false;
-    n *= static_cast<uint64_t>(d);
-  }
-  bytes = n;
-  return true;
-}
 
 /// Element size of every dtype the format defines, so sizes can be validated
 /// even for entries we cannot read; 0 for names we do not know.
@@ -53,32 +31,6 @@ size_t storedDtypeSize(const std::string &name) {
       {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
   auto it = sizes.find(name);
   return it == sizes.end() ? 0 : it->second;
-}
-
-std::optional<DType> supportedDtype(const std::string &name) {
-  if (name == "F32")
-    return DType::F32;
-  if (name == "F64")
-    return DType::F64;
-  if (name == "I32")
-    return DType::I32;
-  if (name == "I64")
-    return DType::I64;
-  return std::nullopt;
-}
-
-const char *storedName(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "F32";
-  case DType::F64:
-    return "F64";
-  case DType::I32:
-    return "I32";
-  case DType::I64:
-    return "I64";
-  }
-  return "?";
 }
 
 /// Validates one tensor entry of the header; returns what is wrong, or "".
@@ -101,7 +53,7 @@ std::string parseEntry(const std::string &name, const Json &value,
 
   entry.name = name;
   entry.dtypeName = dtype->get_ref<const std::string &>();
-  entry.dtype = supportedDtype(entry.dtypeName);
+  entry.dtype = dtypeFromSafetensorsName(entry.dtypeName);
   for (const Json &dim : *shape) {
     if (!dim.is_number_unsigned() ||
         dim.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
@@ -330,7 +282,7 @@ bool writeSafetensors(
       return fail(error, path,
                   "duplicate or reserved tensor name '" + name + "'");
     Json entry = Json::object();
-    entry["dtype"] = storedName(tensor->dtype());
+    entry["dtype"] = safetensorsName(tensor->dtype());
     entry["shape"] = tensor->shape();
     entry["data_offsets"] = {offset, offset + tensor->numBytes()};
     header[name] = std::move(entry);
@@ -346,23 +298,10 @@ bool writeSafetensors(
   for (int i = 0; i < 8; ++i)
     lenBytes[i] =
         static_cast<unsigned char>((uint64_t(text.size()) >> (8 * i)) & 0xff);
-  FilePtr file(std::fopen(path.c_str(), "wb"));
-  if (!file)
-    return fail(error, path,
-                std::string("cannot open for writing: ") +
-                    std::strerror(errno));
-  bool ok = std::fwrite(lenBytes, 1, 8, file.get()) == 8 &&
-            std::fwrite(text.data(), 1, text.size(), file.get()) == text.size();
+  std::vector<Chunk> chunks = {{lenBytes, 8}, {text.data(), text.size()}};
   for (const auto &entry : tensors)
-    ok = ok && (entry.second->numBytes() == 0 ||
-                std::fwrite(entry.second->data(), 1, entry.second->numBytes(),
-                            file.get()) == entry.second->numBytes());
-  int savedErrno = errno;
-  if (std::fclose(file.release()) != 0 || !ok)
-    return fail(error, path,
-                std::string("cannot write: ") +
-                    std::strerror(ok ? errno : savedErrno));
-  return true;
+    chunks.push_back({entry.second->data(), entry.second->numBytes()});
+  return writeFile(path, chunks, error);
 }
 
 } // namespace sbprt::io

@@ -1,6 +1,8 @@
 // Tests for the .npy reader and writer, its headers and its error paths.
 #include "runtime/io/Npy.h"
 
+#include "test/unit/TensorTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,46 +12,11 @@
 #include <unistd.h>
 
 using namespace sbprt;
+using namespace sbprt::testing;
 using sbprt::io::readNpy;
 using sbprt::io::writeNpy;
 
 namespace {
-
-Tensor randomTensor(DType dtype, std::vector<int64_t> shape, unsigned seed) {
-  Tensor t(dtype, std::move(shape));
-  std::mt19937_64 rng(seed);
-  // Values are never zero so that a reader that leaves data untouched fails.
-  auto nonZero = [&]() {
-    double v = std::uniform_real_distribution<double>(0.5, 1000.0)(rng);
-    return rng() % 2 ? v : -v;
-  };
-  for (int64_t i = 0; i < t.numElements(); ++i) {
-    switch (dtype) {
-    case DType::F32:
-      t.as<float>()[i] = static_cast<float>(nonZero());
-      break;
-    case DType::F64:
-      t.as<double>()[i] = nonZero();
-      break;
-    case DType::I32:
-      t.as<int32_t>()[i] = static_cast<int32_t>(nonZero() * 1000);
-      break;
-    case DType::I64:
-      t.as<int64_t>()[i] = static_cast<int64_t>(nonZero() * 1e12);
-      break;
-    }
-  }
-  return t;
-}
-
-void expectSame(const Tensor &a, const Tensor &b) {
-  EXPECT_EQ(a.dtype(), b.dtype());
-  EXPECT_EQ(a.shape(), b.shape());
-  ASSERT_EQ(a.numBytes(), b.numBytes());
-  if (a.numBytes()) {
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.numBytes()));
-  }
-}
 
 /// A .npy file image with the given version and header dict; the header is
 /// padded to 64 bytes unless `pad` is false.
@@ -68,37 +35,16 @@ std::string npyImage(int major, std::string dict, const std::string &data,
   return out + dict + data;
 }
 
-class NpyTest : public ::testing::Test {
+class NpyTest : public TempFileTest {
 protected:
-  std::string tempPath(const std::string &name) {
-    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string path = ::testing::TempDir() + "sbprt_npy_" +
-                       std::to_string(getpid()) + "_" + info->name() + "_" +
-                       name;
-    created_.push_back(path);
-    return path;
-  }
-  std::string writeRaw(const std::string &name, const std::string &bytes) {
-    std::string path = tempPath(name);
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
+  NpyTest() : TempFileTest("sbprt_npy_") {}
   /// Expects reading to fail with a message naming the path and `words`.
   void expectError(const std::string &path, const std::string &words) {
     Tensor t;
     std::string error;
     EXPECT_FALSE(readNpy(path, t, error));
-    EXPECT_EQ(0u, error.rfind(path + ": ", 0)) << error;
-    EXPECT_NE(std::string::npos, error.find(words)) << error;
-    EXPECT_EQ(std::string::npos, error.find('\n')) << error;
+    expectMessage(path, error, words);
   }
-  void TearDown() override {
-    for (const std::string &path : created_)
-      std::remove(path.c_str());
-  }
-
-private:
-  std::vector<std::string> created_;
 };
 
 TEST_F(NpyTest, RoundTripsEveryDtypeAndRank) {

@@ -136,6 +136,7 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 
+/// The shape rule of the elementwise binary ops (used by their ODS class).
 template <typename OpT>
 static LogicalResult inferBroadcast(MLIRContext *ctx, std::optional<Location> loc,
                                     typename OpT::Adaptor adaptor,
@@ -149,17 +150,6 @@ static LogicalResult inferBroadcast(MLIRContext *ctx, std::optional<Location> lo
   types.push_back(f32Tensor(ctx, *shape));
   return success();
 }
-
-#define SBPC_BROADCAST(OP)                                                               \
-  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,     \
-                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {   \
-    return inferBroadcast<OP>(ctx, loc, adaptor, types);                                \
-  }
-SBPC_BROADCAST(AddOp)
-SBPC_BROADCAST(SubOp)
-SBPC_BROADCAST(MulOp)
-SBPC_BROADCAST(DivOp)
-#undef SBPC_BROADCAST
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
@@ -190,6 +180,7 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
   return success();
 }
 
+/// The shape rule of the reductions (used by their ODS class).
 template <typename OpT>
 static LogicalResult inferReduce(MLIRContext *ctx, std::optional<Location> loc,
                                  typename OpT::Adaptor adaptor, SmallVectorImpl<Type> &types) {
@@ -215,16 +206,6 @@ static LogicalResult inferReduce(MLIRContext *ctx, std::optional<Location> loc,
   types.push_back(f32Tensor(ctx, shape));
   return success();
 }
-
-#define SBPC_REDUCE(OP)                                                                  \
-  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,     \
-                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {   \
-    return inferReduce<OP>(ctx, loc, adaptor, types);                                   \
-  }
-SBPC_REDUCE(ReduceSumOp)
-SBPC_REDUCE(ReduceMeanOp)
-SBPC_REDUCE(ReduceMaxOp)
-#undef SBPC_REDUCE
 
 LogicalResult SoftmaxOp::verify() {
   return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),

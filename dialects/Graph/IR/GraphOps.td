@@ -81,6 +81,13 @@ class Graph_BinaryOp<string mnemonic, string formula>
   let results = (outs Graph_F32Tensor:$result);
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *ctx, std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferBroadcast<$cppClass>(ctx, loc, adaptor, types);
+    }
+  }];
 }
 
 def Graph_AddOp : Graph_BinaryOp<"add", "lhs + rhs">;
@@ -133,6 +140,13 @@ class Graph_ReduceOp<string mnemonic> : Graph_InferredOp<mnemonic> {
   let results = (outs Graph_F32Tensor:$result);
   let assemblyFormat = [{
     $input `dims` $dims (`keepdims` $keepdims^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *ctx, std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferReduce<$cppClass>(ctx, loc, adaptor, types);
+    }
   }];
 }
 
