@@ -11,6 +11,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 using namespace sbpc::graph;
@@ -158,7 +159,78 @@ LogicalResult Evaluator::run(Operation *op) {
       .Case([&](CausalMaskOp o) {
         cpu::Shape s = shape(o);
         int64_t n = s.back();
-        cpu::causalMask(f32(o.getInput()), outF32(o), sbprt::numElements(s) / (n * n), n);
+        cpu::causalMask(f32(o.getInput()), outF32(o), sbprt::numElements(s) / (n * n), n,
+                        -std::numeric_limits<float>::infinity());
+        return success();
+      })
+      .Case([&](CausalMaskGradOp o) {
+        cpu::Shape s = shape(o);
+        int64_t n = s.back();
+        cpu::causalMask(f32(o.getGrad()), outF32(o), sbprt::numElements(s) / (n * n), n, 0.0f);
+        return success();
+      })
+      .Case([&](ReluGradOp o) {
+        cpu::reluGrad(f32(o.getInput()), f32(o.getGrad()), outF32(o), in(o.getInput()).numElements());
+        return success();
+      })
+      .Case([&](GeluGradOp o) {
+        cpu::geluGrad(f32(o.getInput()), f32(o.getGrad()), outF32(o), in(o.getInput()).numElements());
+        return success();
+      })
+      .Case([&](SoftmaxGradOp o) {
+        cpu::softmaxGrad(f32(o.getOutput()), f32(o.getGrad()), outF32(o), shape(o), o.getAxis());
+        return success();
+      })
+      .Case([&](LayerNormGradOp o) {
+        cpu::Shape s = shape(o.getInput());
+        int64_t width = s.back();
+        cpu::layerNormGrad(f32(o.getInput()), f32(o.getScale()), f32(o.getGrad()),
+                           outF32(o.getInputGrad()), outF32(o.getScaleGrad()),
+                           outF32(o.getBiasGrad()), sbprt::numElements(s) / width, width,
+                           static_cast<float>(o.getEps().convertToDouble()));
+        return success();
+      })
+      .Case([&](EmbeddingGradOp o) -> LogicalResult {
+        cpu::Shape table = shape(o);
+        std::string error;
+        if (!cpu::embeddingGrad(in(o.getIndices()).as<int64_t>(), in(o.getIndices()).numElements(),
+                                f32(o.getGrad()), table[1], outF32(o), table[0], error))
+          return o.emitError() << "embedding_grad: " << error;
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp o) -> LogicalResult {
+        cpu::Shape logits = shape(o.getLogits());
+        int64_t classes = logits.back();
+        std::string error;
+        if (!cpu::crossEntropyGrad(f32(o.getLogits()), in(o.getTargets()).as<int64_t>(),
+                                   *f32(o.getLossGrad()), sbprt::numElements(logits) / classes,
+                                   classes, outF32(o), error))
+          return o.emitError() << "cross_entropy_grad: " << error;
+        return success();
+      })
+      .Case([&](PadOp o) {
+        cpu::pad(f32(o.getInput()), shape(o.getInput()), {o.getLow().begin(), o.getLow().end()},
+                 {o.getHigh().begin(), o.getHigh().end()}, outF32(o));
+        return success();
+      })
+      .Case([&](BroadcastOp o) {
+        cpu::broadcast(f32(o.getInput()), shape(o.getInput()), outF32(o), shape(o));
+        return success();
+      })
+      .Case([&](SgdUpdateOp o) {
+        cpu::sgdUpdate(f32(o.getParam()), f32(o.getGrad()), f32(o.getVelocity()),
+                       in(o.getParam()).numElements(), o.getLr().convertToDouble(),
+                       o.getMomentum().convertToDouble(), o.getWeightDecay().convertToDouble(),
+                       outF32(o.getNewParam()), outF32(o.getNewVelocity()));
+        return success();
+      })
+      .Case([&](AdamwUpdateOp o) {
+        cpu::adamwUpdate(f32(o.getParam()), f32(o.getGrad()), f32(o.getM()), f32(o.getV()),
+                         in(o.getParam()).numElements(), *f32(o.getStep()),
+                         o.getLr().convertToDouble(), o.getBeta1().convertToDouble(),
+                         o.getBeta2().convertToDouble(), o.getEps().convertToDouble(),
+                         o.getWeightDecay().convertToDouble(), outF32(o.getNewParam()),
+                         outF32(o.getNewM()), outF32(o.getNewV()));
         return success();
       })
       .Case([&](CrossEntropyOp o) -> LogicalResult {

@@ -47,6 +47,10 @@ static void walk(const Shape &shape, const std::array<Shape, N> &strides,
   }
 }
 
+// GPT-2's tanh approximation: gelu(x) = 0.5 x (1 + tanh(kGeluScale (x + kGeluCubic x^3))).
+static const double kGeluScale = std::sqrt(2.0 / M_PI);
+static constexpr double kGeluCubic = 0.044715;
+
 static float applyUnary(UnaryKind kind, float x) {
   switch (kind) {
   case UnaryKind::Neg:
@@ -64,9 +68,8 @@ static float applyUnary(UnaryKind kind, float x) {
   case UnaryKind::Relu:
     return x > 0.0f ? x : 0.0f;
   case UnaryKind::Gelu: {
-    const double c = std::sqrt(2.0 / M_PI);
     double v = x;
-    return static_cast<float>(0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v))));
+    return static_cast<float>(0.5 * v * (1.0 + std::tanh(kGeluScale * (v + kGeluCubic * v * v * v))));
   }
   }
   return x;
@@ -151,29 +154,37 @@ void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vec
   }
 }
 
-void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax) {
-  int64_t width = shape[axis];
-  int64_t inner = 1, outer = 1;
+/// Calls `visit(offset, stride)` for every line along `axis`: the line's
+/// elements are at offset + j * stride for j < shape[axis].
+template <typename Visit>
+static void forEachLine(const Shape &shape, int64_t axis, Visit visit) {
+  int64_t width = shape[axis], inner = 1, outer = 1;
   for (int64_t d = axis + 1; d < static_cast<int64_t>(shape.size()); ++d)
     inner *= shape[d];
   for (int64_t d = 0; d < axis; ++d)
     outer *= shape[d];
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const float *x = in + o * width * inner + i;
-      float *y = out + o * width * inner + i;
-      float maxValue = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < width; ++j)
-        maxValue = std::max(maxValue, x[j * inner]);
-      double sum = 0.0;
-      for (int64_t j = 0; j < width; ++j)
-        sum += std::exp(static_cast<double>(x[j * inner]) - maxValue);
-      double logSum = std::log(sum);
-      for (int64_t j = 0; j < width; ++j) {
-        double shifted = static_cast<double>(x[j * inner]) - maxValue;
-        y[j * inner] = static_cast<float>(logSoftmax ? shifted - logSum : std::exp(shifted) / sum);
-      }
+    for (int64_t i = 0; i < inner; ++i)
+      visit(o * width * inner + i, inner);
+}
+
+void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax) {
+  int64_t width = shape[axis];
+  forEachLine(shape, axis, [&](int64_t offset, int64_t stride) {
+    const float *x = in + offset;
+    float *y = out + offset;
+    float maxValue = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < width; ++j)
+      maxValue = std::max(maxValue, x[j * stride]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < width; ++j)
+      sum += std::exp(static_cast<double>(x[j * stride]) - maxValue);
+    double logSum = std::log(sum);
+    for (int64_t j = 0; j < width; ++j) {
+      double shifted = static_cast<double>(x[j * stride]) - maxValue;
+      y[j * stride] = static_cast<float>(logSoftmax ? shifted - logSum : std::exp(shifted) / sum);
     }
+  });
 }
 
 void layerNorm(const float *in, const float *scale, const float *bias, float *out, int64_t rows,
@@ -230,26 +241,32 @@ void concat(const std::vector<const float *> &inputs, const std::vector<Shape> &
     }
 }
 
+/// Checks that index `value` at `position` lies in [0, limit).
+static bool checkIndex(const char *what, int64_t value, int64_t position, int64_t limit,
+                       const char *unit, std::string &error) {
+  if (value >= 0 && value < limit)
+    return true;
+  error = std::string(what) + " " + std::to_string(value) + " at position " +
+          std::to_string(position) + " is out of range for " + std::to_string(limit) + " " + unit;
+  return false;
+}
+
 bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
                float *out, std::string &error) {
   for (int64_t i = 0; i < count; ++i) {
-    if (ids[i] < 0 || ids[i] >= rows) {
-      error = "index " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
-              " is out of range for a table of " + std::to_string(rows) + " rows";
+    if (!checkIndex("index", ids[i], i, rows, "table rows", error))
       return false;
-    }
     std::copy(table + ids[i] * width, table + (ids[i] + 1) * width, out + i * width);
   }
   return true;
 }
 
-void causalMask(const float *in, float *out, int64_t blocks, int64_t s) {
-  const float negInf = -std::numeric_limits<float>::infinity();
+void causalMask(const float *in, float *out, int64_t blocks, int64_t s, float fill) {
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t i = 0; i < s; ++i)
       for (int64_t j = 0; j < s; ++j) {
         int64_t at = (b * s + i) * s + j;
-        out[at] = j > i ? negInf : in[at];
+        out[at] = j > i ? fill : in[at];
       }
 }
 
@@ -258,16 +275,145 @@ bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int
   double total = 0.0;
   std::vector<float> logProbs(classes);
   for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] < 0 || targets[r] >= classes) {
-      error = "target " + std::to_string(targets[r]) + " at position " + std::to_string(r) +
-              " is out of range for " + std::to_string(classes) + " classes";
+    if (!checkIndex("target", targets[r], r, classes, "classes", error))
       return false;
-    }
     softmax(logits + r * classes, logProbs.data(), {classes}, 0, /*logSoftmax=*/true);
     total -= logProbs[targets[r]];
   }
   *loss = static_cast<float>(total / rows);
   return true;
+}
+
+void reluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void geluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    double t = std::tanh(kGeluScale * (v + kGeluCubic * v * v * v));
+    double dt = (1.0 - t * t) * kGeluScale * (1.0 + 3.0 * kGeluCubic * v * v);
+    dx[i] = static_cast<float>(dy[i] * (0.5 * (1.0 + t) + 0.5 * v * dt));
+  }
+}
+
+void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis) {
+  int64_t width = shape[axis];
+  forEachLine(shape, axis, [&](int64_t offset, int64_t stride) {
+    double dot = 0.0;
+    for (int64_t j = 0; j < width; ++j)
+      dot += static_cast<double>(dy[offset + j * stride]) * y[offset + j * stride];
+    for (int64_t j = 0; j < width; ++j) {
+      int64_t at = offset + j * stride;
+      dx[at] = static_cast<float>(y[at] * (dy[at] - dot));
+    }
+  });
+}
+
+void layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dscale,
+                   float *dbias, int64_t rows, int64_t width, float eps) {
+  std::vector<double> scaleSum(width, 0.0), biasSum(width, 0.0), xhat(width);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * width, *dyr = dy + r * width;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      mean += xr[i];
+    mean /= width;
+    for (int64_t i = 0; i < width; ++i)
+      var += (xr[i] - mean) * (xr[i] - mean);
+    double rstd = 1.0 / std::sqrt(var / width + eps);
+    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale.
+    double meanG = 0.0, meanGX = 0.0;
+    for (int64_t i = 0; i < width; ++i) {
+      xhat[i] = (xr[i] - mean) * rstd;
+      double g = static_cast<double>(dyr[i]) * scale[i];
+      meanG += g;
+      meanGX += g * xhat[i];
+      scaleSum[i] += dyr[i] * xhat[i];
+      biasSum[i] += dyr[i];
+    }
+    meanG /= width;
+    meanGX /= width;
+    for (int64_t i = 0; i < width; ++i) {
+      double g = static_cast<double>(dyr[i]) * scale[i];
+      dx[r * width + i] = static_cast<float>(rstd * (g - meanG - xhat[i] * meanGX));
+    }
+  }
+  for (int64_t i = 0; i < width; ++i) {
+    dscale[i] = static_cast<float>(scaleSum[i]);
+    dbias[i] = static_cast<float>(biasSum[i]);
+  }
+}
+
+bool embeddingGrad(const int64_t *ids, int64_t count, const float *dy, int64_t width, float *table,
+                   int64_t rows, std::string &error) {
+  std::fill(table, table + rows * width, 0.0f);
+  for (int64_t i = 0; i < count; ++i) {
+    if (!checkIndex("index", ids[i], i, rows, "table rows", error))
+      return false;
+    for (int64_t j = 0; j < width; ++j)
+      table[ids[i] * width + j] += dy[i * width + j];
+  }
+  return true;
+}
+
+bool crossEntropyGrad(const float *logits, const int64_t *targets, float lossGrad, int64_t rows,
+                      int64_t classes, float *dlogits, std::string &error) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!checkIndex("target", targets[r], r, classes, "classes", error))
+      return false;
+    float *d = dlogits + r * classes;
+    softmax(logits + r * classes, d, {classes}, 0, /*logSoftmax=*/false);
+    d[targets[r]] -= 1.0f;
+    for (int64_t c = 0; c < classes; ++c)
+      d[c] = static_cast<float>(static_cast<double>(d[c]) * lossGrad / rows);
+  }
+  return true;
+}
+
+void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, float *out) {
+  Shape outShape;
+  for (size_t d = 0; d < shape.size(); ++d)
+    outShape.push_back(low[d] + shape[d] + high[d]);
+  Shape outStrides = stridesOf(outShape);
+  int64_t start = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    start += low[d] * outStrides[d];
+  std::fill(out, out + product(outShape), 0.0f);
+  walk<1>(shape, {outStrides}, {start},
+          [&](int64_t i, const std::array<int64_t, 1> &at) { out[at[0]] = in[i]; });
+}
+
+void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape) {
+  walk<1>(outShape, {broadcastStrides(inShape, outShape)}, {0},
+          [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = in[at[0]]; });
+}
+
+void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,
+               double momentum, double weightDecay, float *newParam, float *newVelocity) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = momentum * velocity[i] + (grad[i] + weightDecay * param[i]);
+    newVelocity[i] = static_cast<float>(v);
+    newParam[i] = static_cast<float>(param[i] - lr * v);
+  }
+}
+
+void adamwUpdate(const float *param, const float *grad, const float *m, const float *v, int64_t n,
+                 double step, double lr, double beta1, double beta2, double eps,
+                 double weightDecay, float *newParam, float *newM, float *newV) {
+  double correction1 = 1.0 - std::pow(beta1, step), correction2 = 1.0 - std::pow(beta2, step);
+  for (int64_t i = 0; i < n; ++i) {
+    double g = grad[i];
+    double m1 = beta1 * m[i] + (1.0 - beta1) * g;
+    double v1 = beta2 * v[i] + (1.0 - beta2) * g * g;
+    double p = param[i] * (1.0 - lr * weightDecay);
+    newM[i] = static_cast<float>(m1);
+    newV[i] = static_cast<float>(v1);
+    newParam[i] =
+        static_cast<float>(p - lr * (m1 / correction1) / (std::sqrt(v1 / correction2) + eps));
+  }
 }
 
 } // namespace sbprt::cpu

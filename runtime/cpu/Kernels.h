@@ -49,12 +49,43 @@ void concat(const std::vector<const float *> &inputs, const std::vector<Shape> &
 bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
                float *out, std::string &error);
 
-/// Sets element (i, j) of every trailing [s, s] block to -inf where j > i.
-void causalMask(const float *in, float *out, int64_t blocks, int64_t s);
+/// Sets element (i, j) of every trailing [s, s] block to `fill` where j > i:
+/// -inf for the mask itself, 0 for its gradient.
+void causalMask(const float *in, float *out, int64_t blocks, int64_t s, float fill);
 
 /// Mean over `rows` of -log_softmax(logits[row])[targets[row]]; false with
 /// `error` set when a target is out of range.
 bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int64_t classes,
                   float *loss, std::string &error);
+
+/// dx = dy where x > 0, else 0.
+void reluGrad(const float *x, const float *dy, float *dx, int64_t n);
+/// dx = dy * gelu'(x), tanh form.
+void geluGrad(const float *x, const float *dy, float *dx, int64_t n);
+/// With y = softmax(x) along `axis`: dx = y * (dy - sum(dy * y, axis)).
+void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis);
+/// Gradients of layer norm over `rows` rows of `width`; dscale and dbias sum over rows.
+void layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dscale,
+                   float *dbias, int64_t rows, int64_t width, float eps);
+/// table[rows, width] = sum of dy rows scattered by ids; false with `error`
+/// set when an id is out of range.
+bool embeddingGrad(const int64_t *ids, int64_t count, const float *dy, int64_t width, float *table,
+                   int64_t rows, std::string &error);
+/// dlogits = (softmax(logits) - onehot(targets)) * lossGrad / rows.
+bool crossEntropyGrad(const float *logits, const int64_t *targets, float lossGrad, int64_t rows,
+                      int64_t classes, float *dlogits, std::string &error);
+/// Zero padding: `low[d]` before and `high[d]` after every dimension.
+void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, float *out);
+/// NumPy broadcast of `in` to `outShape`.
+void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape);
+
+/// SGD with momentum and weight decay (PyTorch semantics, no dampening).
+void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,
+               double momentum, double weightDecay, float *newParam, float *newVelocity);
+/// AdamW (PyTorch semantics); `step` is 1-based.
+void adamwUpdate(const float *param, const float *grad, const float *m, const float *v, int64_t n,
+                 double step, double lr, double beta1, double beta2, double eps,
+                 double weightDecay, float *newParam, float *newM, float *newV);
 
 } // namespace sbprt::cpu

@@ -326,7 +326,7 @@ TEST(KernelsTest, Embedding) {
 TEST(KernelsTest, CausalMask) {
   const int64_t blocks = 3, s = 4;
   Values in = randomData(blocks * s * s, 17), out(in.size());
-  causalMask(in.data(), out.data(), blocks, s);
+  causalMask(in.data(), out.data(), blocks, s, -std::numeric_limits<float>::infinity());
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t i = 0; i < s; ++i)
       for (int64_t j = 0; j < s; ++j) {

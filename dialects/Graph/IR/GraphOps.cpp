@@ -12,6 +12,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
+#include <sstream>
+
 using namespace mlir;
 using namespace sbpc::graph;
 
@@ -323,22 +325,187 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   return success();
 }
 
-LogicalResult CausalMaskOp::verify() {
-  ArrayRef<int64_t> in = getType().getShape();
+/// Causal masking needs scores that end in a square [queries, keys] block.
+static LogicalResult verifySquareScores(Operation *op, RankedTensorType type) {
+  ArrayRef<int64_t> in = type.getShape();
   if (in.size() < 2 || in[in.size() - 1] != in[in.size() - 2])
-    return emitOpError() << "input " << formatShape(in) << " must end in a square [queries, keys]";
+    return op->emitOpError() << "input " << formatShape(in)
+                             << " must end in a square [queries, keys]";
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() { return verifySquareScores(*this, getType()); }
+
+LogicalResult CausalMaskGradOp::verify() { return verifySquareScores(*this, getType()); }
+
+/// Targets name one class per position: the logits shape without its last dimension.
+static LogicalResult checkTargets(const ShapeError &error, Value logits, Value targets) {
+  ArrayRef<int64_t> l = shapeOf(logits), t = shapeOf(targets);
+  if (l.empty() || t != l.drop_back())
+    return error() << "targets " << formatShape(t) << " must be the logits shape "
+                   << formatShape(l) << " without its class dimension";
   return success();
 }
 
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  ArrayRef<int64_t> logits = shapeOf(adaptor.getLogits());
-  ArrayRef<int64_t> targets = shapeOf(adaptor.getTargets());
-  if (logits.empty() || targets != logits.drop_back())
-    return ShapeError{loc, getOperationName()}()
-           << "targets " << formatShape(targets) << " must be the logits shape "
-           << formatShape(logits) << " without its class dimension";
+  if (failed(checkTargets({loc, getOperationName()}, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
   types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxGradOp::verify() {
+  return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),
+                   getType().getRank());
+}
+
+/// Checks that each named operand has the shape of `reference` (named `refName`).
+static LogicalResult checkSameShape(const ShapeError &error, StringRef refName, Value reference,
+                                    ArrayRef<std::pair<StringRef, Value>> others) {
+  for (auto [name, value] : others)
+    if (shapeOf(value) != shapeOf(reference))
+      return error() << name << " shape " << formatShape(shapeOf(value)) << " must equal "
+                     << refName << " shape " << formatShape(shapeOf(reference));
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> in = shapeOf(adaptor.getInput());
+  if (in.empty())
+    return error() << "input must have rank >= 1";
+  if (shapeOf(adaptor.getScale()) != in.take_back())
+    return error() << "scale shape " << formatShape(shapeOf(adaptor.getScale()))
+                   << " must be the normalized dimension " << formatShape(in.take_back())
+                   << " of input " << formatShape(in);
+  if (failed(checkSameShape(error, "input", adaptor.getInput(), {{"grad", adaptor.getGrad()}})))
+    return failure();
+  if (!(adaptor.getEps().convertToDouble() > 0.0))
+    return error() << "eps must be positive";
+  types.append({adaptor.getInput().getType(), adaptor.getScale().getType(),
+                adaptor.getScale().getType()});
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> indices = shapeOf(adaptor.getIndices()), grad = shapeOf(adaptor.getGrad());
+  if (grad.empty() || grad.drop_back() != indices)
+    return error() << "grad " << formatShape(grad) << " must be the indices shape "
+                   << formatShape(indices) << " plus a width";
+  int64_t rows = adaptor.getRowsAttr().getInt();
+  if (rows < 1)
+    return error() << "rows must be positive, got " << rows;
+  types.push_back(f32Tensor(ctx, {rows, grad.back()}));
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  if (failed(checkTargets({loc, getOperationName()}, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  ArrayRef<int64_t> in = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
+  if (low.size() != in.size() || high.size() != in.size())
+    return error() << "low " << formatShape(low) << " and high " << formatShape(high)
+                   << " must each have one entry per dimension of " << formatShape(in);
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (low[d] < 0 || high[d] < 0)
+      return error() << "padding of dimension " << d << " must be non-negative, got ["
+                     << low[d] << ", " << high[d] << "]";
+    shape.push_back(low[d] + in[d] + high[d]);
+  }
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  ArrayRef<int64_t> in = getInput().getType().getShape(), out = getType().getShape();
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(in, out);
+  if (!shape || ArrayRef<int64_t>(*shape) != out)
+    return emitOpError() << "cannot broadcast " << formatShape(in) << " to " << formatShape(out);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The ranges optimizer hyperparameters may take.
+enum class Range { NonNegative, Positive, UnitInterval };
+
+struct Hyperparameter {
+  StringRef name;
+  APFloat value;
+  Range range;
+};
+} // namespace
+
+/// Checks every hyperparameter against its range; names the first that is out.
+static LogicalResult checkHyperparameters(const ShapeError &error,
+                                          ArrayRef<Hyperparameter> hyperparameters) {
+  for (const Hyperparameter &h : hyperparameters) {
+    double v = h.value.convertToDouble();
+    bool ok = h.range == Range::NonNegative ? v >= 0.0
+              : h.range == Range::Positive  ? v > 0.0
+                                            : v >= 0.0 && v < 1.0;
+    if (ok)
+      continue;
+    std::ostringstream text;
+    text << v;
+    const char *expected = h.range == Range::NonNegative ? "non-negative"
+                           : h.range == Range::Positive  ? "positive"
+                                                         : "in [0, 1)";
+    return error() << h.name << " must be " << expected << ", got " << text.str();
+  }
+  return success();
+}
+
+LogicalResult SgdUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  if (failed(checkSameShape(error, "param", adaptor.getParam(),
+                            {{"grad", adaptor.getGrad()}, {"velocity", adaptor.getVelocity()}})) ||
+      failed(checkHyperparameters(
+          error, {{"lr", adaptor.getLr(), Range::NonNegative},
+                  {"momentum", adaptor.getMomentum(), Range::UnitInterval},
+                  {"weight_decay", adaptor.getWeightDecay(), Range::NonNegative}})))
+    return failure();
+  types.append(2, adaptor.getParam().getType());
+  return success();
+}
+
+LogicalResult AdamwUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ShapeError error{loc, getOperationName()};
+  if (failed(checkSameShape(error, "param", adaptor.getParam(),
+                            {{"grad", adaptor.getGrad()}, {"m", adaptor.getM()},
+                             {"v", adaptor.getV()}})) ||
+      failed(checkHyperparameters(
+          error, {{"lr", adaptor.getLr(), Range::NonNegative},
+                  {"beta1", adaptor.getBeta1(), Range::UnitInterval},
+                  {"beta2", adaptor.getBeta2(), Range::UnitInterval},
+                  {"eps", adaptor.getEps(), Range::Positive},
+                  {"weight_decay", adaptor.getWeightDecay(), Range::NonNegative}})))
+    return failure();
+  types.append(3, adaptor.getParam().getType());
   return success();
 }
 

@@ -311,4 +311,192 @@ def Graph_CrossEntropyOp : Graph_InferredOp<"cross_entropy"> {
       "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
 
+//===----------------------------------------------------------------------===//
+// Gradients: what autodiff emits for ops whose adjoint is not a composition
+// of the forward ops above
+//===----------------------------------------------------------------------===//
+
+class Graph_PointwiseGradOp<string mnemonic, string formula>
+    : Graph_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "gradient of " # !subst("_grad", "", mnemonic);
+  let description = "Computes `" # formula # "` for every element.";
+  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$grad);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+}
+
+def Graph_ReluGradOp : Graph_PointwiseGradOp<"relu_grad", "grad if input > 0 else 0">;
+def Graph_GeluGradOp : Graph_PointwiseGradOp<"gelu_grad",
+    "grad * gelu'(input)` with `gelu` the tanh form of `graph.gelu">;
+
+def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad",
+                                   [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "gradient of softmax, from its output";
+  let description = [{
+    With `output = softmax(x)` along `axis`, computes the gradient with
+    respect to `x`: `output * (grad - sum(grad * output, axis))`.
+  }];
+  let arguments = (ins Graph_F32Tensor:$output, Graph_F32Tensor:$grad, I64Attr:$axis);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$output `,` $grad `axis` `=` $axis attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def Graph_LayerNormGradOp : Graph_InferredOp<"layer_norm_grad"> {
+  let summary = "gradients of layer_norm with respect to input, scale and bias";
+  let description = [{
+    For `y = layer_norm(input, scale, bias, eps)` over the last dimension
+    and the gradient `grad` of `y`, returns the gradients of `input`,
+    `scale` and `bias` (the last two summed over all rows).
+
+    ```mlir
+    %dx, %dscale, %dbias = graph.layer_norm_grad %x, %g, %dy eps = 1.0e-05
+        : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<2x16x64xf32>)
+        -> (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale,
+                       Graph_F32Tensor:$grad,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Graph_F32Tensor:$input_grad, Graph_F32Tensor:$scale_grad,
+                      Graph_F32Tensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad `eps` `=` $eps attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_EmbeddingGradOp : Graph_InferredOp<"embedding_grad"> {
+  let summary = "gradient of embedding with respect to the table";
+  let description = [{
+    Scatters `grad` (`indices.shape + [H]`) into a zero `[rows, H]` table,
+    adding the rows of repeated indices.
+
+    ```mlir
+    %dwte = graph.embedding_grad %tokens, %de rows = 128
+        : (tensor<2x16xi64>, tensor<2x16x64xf32>) -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_IndexTensor:$indices, Graph_F32Tensor:$grad, I64Attr:$rows);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad `rows` `=` $rows attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_CausalMaskGradOp
+    : Graph_Op<"causal_mask_grad", [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "gradient of causal_mask";
+  let description = [{
+    Passes `grad` through where `graph.causal_mask` kept the score
+    (`j <= i`) and gives 0 where it masked (`j > i`).
+  }];
+  let arguments = (ins Graph_F32Tensor:$grad);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+def Graph_CrossEntropyGradOp : Graph_InferredOp<"cross_entropy_grad"> {
+  let summary = "gradient of cross_entropy with respect to the logits";
+  let description = [{
+    `(softmax(logits) - onehot(targets)) * loss_grad / N` where `N` is the
+    number of positions (the mean in `graph.cross_entropy`) and
+    `loss_grad` is the scalar gradient of the loss.
+
+    ```mlir
+    %dlogits = graph.cross_entropy_grad %logits, %targets, %dloss
+        : (tensor<2x16x128xf32>, tensor<2x16xi64>, tensor<f32>) -> tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$logits, Graph_IndexTensor:$targets,
+                       0DTensorOf<[F32]>:$loss_grad);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $loss_grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_PadOp : Graph_InferredOp<"pad"> {
+  let summary = "pads with zeros (the adjoint of slice)";
+  let description = [{
+    Adds `low[d]` zeros before and `high[d]` zeros after dimension `d`.
+
+    ```mlir
+    %p = graph.pad %x low [0, 1] high [0, 2] : (tensor<2x3xf32>) -> tensor<2x6xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `low` $low `high` $high attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_BroadcastOp : Graph_Op<"broadcast"> {
+  let summary = "NumPy broadcast to the result type (the adjoint of reduce_sum)";
+  let description = [{
+    ```mlir
+    %b = graph.broadcast %x : (tensor<3x1xf32>) -> tensor<2x3x4xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+def Graph_SgdUpdateOp : Graph_InferredOp<"sgd_update"> {
+  let summary = "one step of SGD with momentum and weight decay";
+  let description = [{
+    As PyTorch's `torch.optim.SGD` (no dampening, not Nesterov):
+    `velocity' = momentum * velocity + (grad + weight_decay * param)`,
+    `param' = param - lr * velocity'`. Returns `(param', velocity')`.
+
+    ```mlir
+    %w1, %v1 = graph.sgd_update %w, %dw, %v lr = 1.0e-01 momentum = 9.0e-01 weight_decay = 0.0
+        : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad,
+                       Graph_F32Tensor:$velocity, F64Attr:$lr, F64Attr:$momentum,
+                       F64Attr:$weight_decay);
+  let results = (outs Graph_F32Tensor:$new_param, Graph_F32Tensor:$new_velocity);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $velocity `lr` `=` $lr `momentum` `=` $momentum
+    `weight_decay` `=` $weight_decay attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_AdamwUpdateOp : Graph_InferredOp<"adamw_update"> {
+  let summary = "one step of AdamW";
+  let description = [{
+    As PyTorch's `torch.optim.AdamW`, with `step` the 1-based step number:
+    `param *= 1 - lr * weight_decay`; `m' = beta1 m + (1 - beta1) grad`;
+    `v' = beta2 v + (1 - beta2) grad^2`;
+    `param' = param - lr * (m' / (1 - beta1^step)) / (sqrt(v' / (1 - beta2^step)) + eps)`.
+    Returns `(param', m', v')`.
+
+    ```mlir
+    %w1, %m1, %v1 = graph.adamw_update %w, %dw, %m, %v, %step lr = 1.0e-03 beta1 = 9.0e-01
+        beta2 = 9.990000e-01 eps = 1.0e-08 weight_decay = 1.0e-02
+        : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<f32>)
+        -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Graph_F32Tensor:$m,
+                       Graph_F32Tensor:$v, 0DTensorOf<[F32]>:$step, F64Attr:$lr,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs Graph_F32Tensor:$new_param, Graph_F32Tensor:$new_m,
+                      Graph_F32Tensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $step `lr` `=` $lr `beta1` `=` $beta1 `beta2` `=` $beta2
+    `eps` `=` $eps `weight_decay` `=` $weight_decay attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 #endif // SBPC_GRAPH_OPS

@@ -290,3 +290,165 @@ func.func @unknown_op(%a: tensor<2xf32>) {
   %0 = graph.frobnicate %a : tensor<2xf32>
   return
 }
+
+// -----
+
+// Tests that a pointwise gradient has the type of its input.
+func.func @relu_grad_types(%x: tensor<2x3xf32>, %dy: tensor<3x2xf32>) {
+  // expected-error @+1 {{'graph.relu_grad' op requires the same type for all operands and results}}
+  %0 = "graph.relu_grad"(%x, %dy) : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that the softmax_grad axis must be in range.
+func.func @softmax_grad_axis(%y: tensor<2x3xf32>, %dy: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.softmax_grad' op axis 5 is out of range for rank 2}}
+  %0 = graph.softmax_grad %y, %dy axis = 5 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm_grad wants a gradient of the input's shape.
+func.func @layer_norm_grad_shape(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'graph.layer_norm_grad' op grad shape [3, 8] must equal input shape [2, 8]}}
+  %0:3 = graph.layer_norm_grad %x, %g, %dy eps = 1.0e-05 : (tensor<2x8xf32>, tensor<8xf32>, tensor<3x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that layer_norm_grad's scale has the normalized dimension.
+func.func @layer_norm_grad_scale(%x: tensor<2x8xf32>, %g: tensor<2xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{'graph.layer_norm_grad' op scale shape [2] must be the normalized dimension [8] of input [2, 8]}}
+  %0:3 = graph.layer_norm_grad %x, %g, %dy eps = 1.0e-05 : (tensor<2x8xf32>, tensor<2xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that embedding_grad's gradient matches the indices.
+func.func @embedding_grad_shape(%i: tensor<2x3xi64>, %dy: tensor<2x4x5xf32>) {
+  // expected-error @+1 {{'graph.embedding_grad' op grad [2, 4, 5] must be the indices shape [2, 3] plus a width}}
+  %0 = graph.embedding_grad %i, %dy rows = 10 : (tensor<2x3xi64>, tensor<2x4x5xf32>) -> tensor<10x5xf32>
+  return
+}
+
+// -----
+
+// Tests that embedding_grad needs rows.
+func.func @embedding_grad_rows(%i: tensor<3xi64>, %dy: tensor<3x5xf32>) {
+  // expected-error @+1 {{'graph.embedding_grad' op rows must be positive, got 0}}
+  %0 = graph.embedding_grad %i, %dy rows = 0 : (tensor<3xi64>, tensor<3x5xf32>) -> tensor<0x5xf32>
+  return
+}
+
+// -----
+
+// Tests that causal_mask_grad needs square trailing dimensions.
+func.func @causal_mask_grad_square(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'graph.causal_mask_grad' op input [4, 3] must end in a square [queries, keys]}}
+  %0 = graph.causal_mask_grad %a : tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad targets drop only the class dimension.
+func.func @cross_entropy_grad_targets(%l: tensor<4x7xf32>, %t: tensor<7xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{'graph.cross_entropy_grad' op targets [7] must be the logits shape [4, 7] without its class dimension}}
+  %0 = graph.cross_entropy_grad %l, %t, %d : (tensor<4x7xf32>, tensor<7xi64>, tensor<f32>) -> tensor<4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad takes a scalar loss gradient.
+func.func @cross_entropy_grad_scalar(%l: tensor<4x7xf32>, %t: tensor<4xi64>, %d: tensor<1xf32>) {
+  // expected-error @+1 {{'graph.cross_entropy_grad' op operand #2 must be 0D tensor of 32-bit float values}}
+  %0 = graph.cross_entropy_grad %l, %t, %d : (tensor<4x7xf32>, tensor<4xi64>, tensor<1xf32>) -> tensor<4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that padding is non-negative.
+func.func @pad_negative(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.pad' op padding of dimension 1 must be non-negative, got [-1, 0]}}
+  %0 = graph.pad %x low [0, -1] high [0, 0] : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that pad has one entry per dimension.
+func.func @pad_rank(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.pad' op low [0] and high [0, 0] must each have one entry per dimension of [2, 3]}}
+  %0 = graph.pad %x low [0] high [0, 0] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that broadcast follows NumPy's rule.
+func.func @broadcast_bad(%x: tensor<3x2xf32>) {
+  // expected-error @+1 {{'graph.broadcast' op cannot broadcast [3, 2] to [2, 3, 4]}}
+  %0 = graph.broadcast %x : (tensor<3x2xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that broadcast cannot shrink.
+func.func @broadcast_shrink(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'graph.broadcast' op cannot broadcast [2, 3] to [3]}}
+  %0 = graph.broadcast %x : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that optimizer state has the parameter's shape.
+func.func @sgd_shapes(%w: tensor<8xf32>, %g: tensor<8xf32>, %v: tensor<4xf32>) {
+  // expected-error @+1 {{'graph.sgd_update' op velocity shape [4] must equal param shape [8]}}
+  %0:2 = graph.sgd_update %w, %g, %v lr = 0.1 momentum = 0.9 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that momentum lies in [0, 1).
+func.func @sgd_momentum(%w: tensor<8xf32>) {
+  // expected-error @+1 {{'graph.sgd_update' op momentum must be in [0, 1), got 1.5}}
+  %0:2 = graph.sgd_update %w, %w, %w lr = 0.1 momentum = 1.5 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that a learning rate is not negative.
+func.func @adamw_lr(%w: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'graph.adamw_update' op lr must be non-negative, got -0.001}}
+  %0:3 = graph.adamw_update %w, %w, %w, %w, %s lr = -1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-08 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that AdamW's second moment has the parameter's shape.
+func.func @adamw_shapes(%w: tensor<8xf32>, %v: tensor<2x4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'graph.adamw_update' op v shape [2, 4] must equal param shape [8]}}
+  %0:3 = graph.adamw_update %w, %w, %w, %v, %s lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-08 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x4xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that AdamW's eps is positive.
+func.func @adamw_eps(%w: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'graph.adamw_update' op eps must be positive, got 0}}
+  %0:3 = graph.adamw_update %w, %w, %w, %w, %s lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 0.0 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}

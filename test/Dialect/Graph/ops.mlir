@@ -99,3 +99,44 @@ func.func @attention_and_loss(%s: tensor<2x3x5x5xf32>, %logits: tensor<2x5x7xf32
   %1 = graph.cross_entropy %logits, %t : (tensor<2x5x7xf32>, tensor<2x5xi64>) -> tensor<f32>
   return %0, %1 : tensor<2x3x5x5xf32>, tensor<f32>
 }
+
+// CHECK-LABEL: func.func @gradients
+func.func @gradients(%x: tensor<2x3x4xf32>, %dy: tensor<2x3x4xf32>, %g: tensor<4xf32>,
+                     %ids: tensor<2x3xi64>, %s: tensor<2x5x5xf32>, %l: tensor<2x3x4xf32>, %dl: tensor<f32>)
+    -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<10x4xf32>,
+        tensor<2x5x5xf32>, tensor<2x3x4xf32>) {
+  // CHECK: graph.relu_grad %{{.+}}, %{{.+}} : tensor<2x3x4xf32>
+  %0 = graph.relu_grad %x, %dy : tensor<2x3x4xf32>
+  // CHECK: graph.gelu_grad %{{.+}}, %{{.+}} : tensor<2x3x4xf32>
+  %1 = graph.gelu_grad %x, %0 : tensor<2x3x4xf32>
+  // CHECK: graph.softmax_grad %{{.+}}, %{{.+}} axis = 1 : tensor<2x3x4xf32>
+  %2 = graph.softmax_grad %x, %1 axis = 1 : tensor<2x3x4xf32>
+  // CHECK: %[[DX:.+]], %[[DSCALE:.+]], %[[DBIAS:.+]] = graph.layer_norm_grad %{{.+}}, %{{.+}}, %{{.+}} eps = 1.000000e-05 : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %3:3 = graph.layer_norm_grad %x, %g, %2 eps = 1.0e-05 : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: graph.embedding_grad %{{.+}}, %{{.+}} rows = 10 : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<10x4xf32>
+  %4 = graph.embedding_grad %ids, %3#0 rows = 10 : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<10x4xf32>
+  // CHECK: graph.causal_mask_grad %{{.+}} : tensor<2x5x5xf32>
+  %5 = graph.causal_mask_grad %s : tensor<2x5x5xf32>
+  // CHECK: graph.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x4xf32>
+  %6 = graph.cross_entropy_grad %l, %ids, %dl : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x4xf32>
+  return %2, %3#0, %6, %3#1, %4, %5, %1 : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<10x4xf32>, tensor<2x5x5xf32>, tensor<2x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @adjoints
+func.func @adjoints(%x: tensor<2x3xf32>, %r: tensor<3x1xf32>) -> (tensor<3x6xf32>, tensor<2x3x4xf32>) {
+  // CHECK: graph.pad %{{.+}} low [0, 1] high [1, 2] : (tensor<2x3xf32>) -> tensor<3x6xf32>
+  %0 = graph.pad %x low [0, 1] high [1, 2] : (tensor<2x3xf32>) -> tensor<3x6xf32>
+  // CHECK: graph.broadcast %{{.+}} : (tensor<3x1xf32>) -> tensor<2x3x4xf32>
+  %1 = graph.broadcast %r : (tensor<3x1xf32>) -> tensor<2x3x4xf32>
+  return %0, %1 : tensor<3x6xf32>, tensor<2x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @optimizers
+func.func @optimizers(%w: tensor<8xf32>, %dw: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %step: tensor<f32>)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: %[[P:.+]], %[[VEL:.+]] = graph.sgd_update %{{.+}}, %{{.+}}, %{{.+}} lr = 1.000000e-01 momentum = 9.000000e-01 weight_decay = 0.000000e+00 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  %0:2 = graph.sgd_update %w, %dw, %m lr = 0.1 momentum = 0.9 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  // CHECK: graph.adamw_update %[[P]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} lr = 1.000000e-03 beta1 = 9.000000e-01 beta2 = 0.99899999999999999 eps = 1.000000e-08 weight_decay = 1.000000e-02
+  %1:3 = graph.adamw_update %0#0, %dw, %m, %v, %step lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-08 weight_decay = 1.0e-02 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %1#0, %1#1, %1#2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
