@@ -5,6 +5,7 @@
 
 #include "compiler/Model/ModelSignature.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Sbp/IR/SbpOps.h"
 #include "runtime/cpu/Kernels.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -240,6 +241,11 @@ LogicalResult Evaluator::run(Operation *op) {
         if (!cpu::crossEntropy(f32(o.getLogits()), in(o.getTargets()).as<int64_t>(),
                                sbprt::numElements(logits) / classes, classes, outF32(o), error))
           return o.emitError() << "cross_entropy: " << error;
+        return success();
+      })
+      // A layout never changes a tensor's (global) value.
+      .Case<sbpc::sbp::ConstraintOp, sbpc::sbp::BoxingOp>([&](Operation *o) {
+        out(o->getResult(0)) = in(o->getOperand(0));
         return success();
       })
       .Default([](Operation *other) {

@@ -37,31 +37,31 @@ static cl::opt<std::string> genOutput("o", cl::desc("Write the model to <file> (
                                       cl::value_desc("file"), cl::init("-"), cl::sub(genCommand),
                                       cl::cat(genCategory));
 static cl::opt<std::string> genParams("params",
-                                      cl::desc("Also write initial parameters to <file>.safetensors"),
+                                      cl::desc("Also write initial parameters (GPT-2 initialization) to <file> (.safetensors)"),
                                       cl::value_desc("file"), cl::sub(genCommand),
                                       cl::cat(genCategory));
-static cl::opt<uint64_t> genSeed("seed", cl::desc("Seed of the initial parameters"), cl::init(0),
+static cl::opt<uint64_t> genSeed("seed", cl::desc("Seed of the initial parameters (default 0)"), cl::init(0),
                                  cl::sub(genCommand), cl::cat(genCategory));
 static cl::opt<bool> genLoss("loss", cl::desc("Take `targets` and also return the mean cross-entropy `loss`"),
                              cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genLayers("layers", cl::desc("Transformer blocks (gpt) or linear layers (mlp)"),
+static cl::opt<int64_t> genLayers("layers", cl::desc("Transformer blocks (gpt) or linear layers (mlp) (default 2)"),
                                   cl::init(2), cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genHidden("hidden", cl::desc("Hidden width"), cl::init(64),
+static cl::opt<int64_t> genHidden("hidden", cl::desc("Hidden width (default 64)"), cl::init(64),
                                   cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genHeads("heads", cl::desc("gpt: attention heads"), cl::init(4),
+static cl::opt<int64_t> genHeads("heads", cl::desc("gpt: attention heads (default 4)"), cl::init(4),
                                  cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genSeq("seq", cl::desc("gpt: sequence length"), cl::init(16),
+static cl::opt<int64_t> genSeq("seq", cl::desc("gpt: sequence length (default 16)"), cl::init(16),
                                cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genBatch("batch", cl::desc("Batch size"), cl::init(2), cl::sub(genCommand),
+static cl::opt<int64_t> genBatch("batch", cl::desc("Batch size (default 2)"), cl::init(2), cl::sub(genCommand),
                                  cl::cat(genCategory));
-static cl::opt<int64_t> genVocab("vocab", cl::desc("gpt: vocabulary size"), cl::init(128),
+static cl::opt<int64_t> genVocab("vocab", cl::desc("gpt: vocabulary size (default 128)"), cl::init(128),
                                  cl::sub(genCommand), cl::cat(genCategory));
 static cl::opt<int64_t> genPositions("positions",
                                      cl::desc("gpt: rows of wpe.weight (default: --seq; GPT-2 checkpoints have 1024)"),
                                      cl::init(0), cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genInputs("inputs", cl::desc("mlp: input features"), cl::init(32),
+static cl::opt<int64_t> genInputs("inputs", cl::desc("mlp: input features (default 32)"), cl::init(32),
                                   cl::sub(genCommand), cl::cat(genCategory));
-static cl::opt<int64_t> genOutputs("outputs", cl::desc("mlp: output features (classes)"), cl::init(16),
+static cl::opt<int64_t> genOutputs("outputs", cl::desc("mlp: output features (classes) (default 16)"), cl::init(16),
                                    cl::sub(genCommand), cl::cat(genCategory));
 
 namespace {
