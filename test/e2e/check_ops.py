@@ -2,18 +2,28 @@
 
 For each case in CASES it writes a one-op model (or a tiny chain, e.g. a
 constant feeding an add) as a `func.func` with `graph.input` arguments and one
-`graph.output = "out"` result, writes fresh seeded random inputs as .npy,
-evaluates the model with the compiler's reference evaluator
+`graph.output = "out"` result (or several, "out0", "out1", ..., for ops with
+several results), writes fresh seeded random inputs as .npy, evaluates the
+model with the compiler's reference evaluator
 (`sbpc run MODEL.mlir --input NAME=FILE.npy ... --output-dir DIR`) and compares
-DIR/out.npy with a float64 NumPy computation of the op's documented semantics
-(dialects/Graph/IR/GraphOps.td). The error is max|actual - expected| divided by
-max|expected|; -inf entries of the expectation must be -inf in the result.
+every DIR/NAME.npy with a float64 NumPy computation of the op's documented
+semantics (dialects/Graph/IR/GraphOps.td). The error is max|actual - expected|
+divided by max|expected|, per output; -inf entries of the expectation must be
+-inf in the result.
+
+The references are independent of the ops' formulas where possible: gradient
+ops are checked against float64 central finite differences of a scalar
+objective built from the forward op, the optimizer updates against PyTorch's
+documented SGD and AdamW algorithms. A few cases feed invalid run-time data
+(an index out of range) and pass when `sbpc run` fails cleanly: a positive
+exit status and exactly one stderr line, containing "error:".
 
 Usage:
   /usr/bin/python3 check_ops.py --sbpc build/bin/sbpc --workdir /tmp/ops [--seed N]
 
 Prints one line per case and finally `check_ops: N passed, M failed`; exits 1
-if any case failed (a non-zero exit of sbpc fails its case).
+if any case failed (a non-zero exit of sbpc fails its case, except in the
+cases that must fail).
 """
 import argparse
 import os
@@ -25,6 +35,9 @@ import numpy as np
 
 RTOL = 1e-5
 RTOL_MATMUL = 1e-4
+RTOL_FD = 1e-4      # against central finite differences
+FD_STEP = 1e-6
+MUST_FAIL = None    # the rtol of a case whose `sbpc run` must fail cleanly
 
 
 # Model text helpers
@@ -36,18 +49,40 @@ def T(a):
     return "tensor<" + "".join(f"{d}x" for d in shape) + dt + ">"
 
 
-def sig(ins, out):
-    """functional-type `(t1, t2) -> t3` for operand arrays and result shape."""
-    return "(" + ", ".join(T(a) for a in ins) + ") -> " + T(tuple(out.shape))
+def sig(ins, *outs):
+    """functional-type `(t1, t2) -> t3` (or `-> (t3, t4)`) for operand and
+    result arrays."""
+    rts = [T(tuple(o.shape)) for o in outs]
+    res = rts[0] if len(rts) == 1 else "(" + ", ".join(rts) + ")"
+    return "(" + ", ".join(T(a) for a in ins) + ") -> " + res
 
 
-def model(inputs, body, out):
-    """A func.func whose last body line defines %r, returned as output "out"."""
+def outputs_of(expected):
+    """{output name: array}: one array is the single output "out"."""
+    return expected if isinstance(expected, dict) else {"out": expected}
+
+
+def ssa(name):
+    """The value the body defines for output NAME: %r for the single output
+    "out", else %NAME (e.g. %out0)."""
+    return "%r" if name == "out" else f"%{name}"
+
+
+def model(inputs, body, expected):
+    """A func.func returning the values named by ssa() for each output of
+    `expected` (an array, or {name: array}) as graph.output NAME."""
+    outs = outputs_of(expected)
     args = ", ".join(f'%{n}: {T(a)} {{graph.input = "{n}"}}' for n, a in inputs.items())
-    rt = T(tuple(out.shape))
+    rts = [T(tuple(o.shape)) for o in outs.values()]
+    results = ", ".join(f'{t} {{graph.output = "{n}"}}' for n, t in zip(outs, rts))
     lines = "".join(f"  {line}\n" for line in body)
-    return (f'func.func @m({args}) -> ({rt} {{graph.output = "out"}}) {{\n'
-            f"{lines}  return %r : {rt}\n}}\n")
+    return (f"func.func @m({args}) -> ({results}) {{\n"
+            f"{lines}  return {', '.join(ssa(n) for n in outs)} : {', '.join(rts)}\n}}\n")
+
+
+def fattr(v):
+    """An F64Attr literal that round-trips v exactly (MLIR needs the dot)."""
+    return f"{v:.17e}"
 
 
 def dense(a):
@@ -80,6 +115,42 @@ def gelu(x):
 def log_softmax(x, axis):
     x = x - x.max(axis=axis, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=axis, keepdims=True))
+
+
+def softmax(x, axis):
+    return np.exp(log_softmax(x, axis))
+
+
+def layer_norm_ref(x, g, b, eps=1e-5):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * g + b
+
+
+def causal_mask_ref(x):
+    i, j = np.indices(x.shape[-2:])
+    return np.where(j > i, -np.inf, x)
+
+
+def cross_entropy_ref(logits, tgt):
+    lsm = log_softmax(logits, -1)
+    return -np.take_along_axis(lsm, tgt[..., None], -1).mean()
+
+
+def num_grad(f, x, h=FD_STEP):
+    """d f / d x by float64 central differences, f a scalar function of an
+    array shaped like x."""
+    x = f64(x).copy()
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        x0 = x[i]
+        x[i] = x0 + h
+        fp = f(x)
+        x[i] = x0 - h
+        fm = f(x)
+        x[i] = x0
+        g[i] = (fp - fm) / (2 * h)
+    return g
 
 
 # Case builders: each returns make(rng) -> (inputs, body, expected, rtol)
@@ -153,10 +224,7 @@ def constant_ids(rng):
 
 def layer_norm(rng):
     x, g, b = uni(rng, (2, 3, 8), -3.0, 3.0), uni(rng, (8,)), uni(rng, (8,))
-    x64 = f64(x)
-    mean = x64.mean(-1, keepdims=True)
-    var = ((x64 - mean) ** 2).mean(-1, keepdims=True)
-    y = (x64 - mean) / np.sqrt(var + 1e-5) * f64(g) + f64(b)
+    y = layer_norm_ref(f64(x), f64(g), f64(b))
     body = [f"%r = graph.layer_norm %x, %g, %b eps = 1.0e-05 : {sig([x, g, b], y)}"]
     return {"x": x, "g": g, "b": b}, body, y, RTOL
 
@@ -187,18 +255,148 @@ def embedding(rng):
 
 def causal_mask(rng):
     x = uni(rng, (2, 3, 5, 5))
-    i, j = np.indices((5, 5))
-    y = np.where(j > i, -np.inf, f64(x))
+    y = causal_mask_ref(f64(x))
     return {"x": x}, [f"%r = graph.causal_mask %x : {T(x)}"], y, 0.0  # exact
 
 
 def cross_entropy(rng):
     logits = uni(rng, (2, 5, 7), -4.0, 4.0)
     tgt = rng.integers(0, 7, size=(2, 5)).astype(np.int64)
-    lsm = log_softmax(f64(logits), -1)
-    y = np.array(-np.take_along_axis(lsm, tgt[..., None], -1).mean())
+    y = np.array(cross_entropy_ref(f64(logits), tgt))
     body = [f"%r = graph.cross_entropy %l, %y : {sig([logits, tgt], y)}"]
     return {"l": logits, "y": tgt}, body, y, RTOL
+
+
+# Gradient cases: the reference is d/dx of a scalar objective
+# sum(forward(x) * dy) (or loss * loss_grad) by num_grad.
+
+def pointwise_grad(op, fwd, draw):
+    """relu_grad / gelu_grad: d/dx sum(fwd(x) * dy)."""
+    def make(rng):
+        x, dy = draw(rng, (3, 8)), uni(rng, (3, 8))
+        y = num_grad(lambda v: np.sum(fwd(v) * f64(dy)), x)
+        return {"x": x, "dy": dy}, [f"%r = graph.{op} %x, %dy : {T(x)}"], y, RTOL_FD
+    return make
+
+
+def softmax_grad(axis, shape=(2, 4, 3)):
+    """output = softmax(x) of a random x; d/dx sum(softmax(x) * dy)."""
+    def make(rng):
+        x, dy = uni(rng, shape, -3.0, 3.0), uni(rng, shape)
+        out = softmax(f64(x), axis).astype(np.float32)
+        y = num_grad(lambda v: np.sum(softmax(v, axis) * f64(dy)), x)
+        body = [f"%r = graph.softmax_grad %s, %dy axis = {axis} : {T(x)}"]
+        return {"s": out, "dy": dy}, body, y, RTOL_FD
+    return make
+
+
+def layer_norm_grad(rng):
+    """d/d(x|scale|bias) sum(layer_norm(x, scale, bias) * dy)."""
+    x, g, b = uni(rng, (2, 3, 6), -3.0, 3.0), uni(rng, (6,)), uni(rng, (6,))
+    dy = uni(rng, (2, 3, 6))
+    x64, g64, b64, dy64 = f64(x), f64(g), f64(b), f64(dy)
+    eps = 1e-5
+    want = {
+        "out0": num_grad(lambda v: np.sum(layer_norm_ref(v, g64, b64, eps) * dy64), x),
+        "out1": num_grad(lambda v: np.sum(layer_norm_ref(x64, v, b64, eps) * dy64), g),
+        "out2": num_grad(lambda v: np.sum(layer_norm_ref(x64, g64, v, eps) * dy64), b),
+    }
+    body = [f"%out0, %out1, %out2 = graph.layer_norm_grad %x, %g, %dy eps = {fattr(eps)} : "
+            f"{sig([x, g, dy], *want.values())}"]
+    return {"x": x, "g": g, "dy": dy}, body, want, RTOL_FD
+
+
+def causal_mask_grad(rng):
+    """d/dx sum(causal_mask(x) * dy) over the entries the mask keeps (the
+    masked ones are the constant -inf, whatever x)."""
+    dy = uni(rng, (2, 4, 4))
+    x = uni(rng, (2, 4, 4))
+
+    def objective(v):
+        m = causal_mask_ref(v)
+        return np.sum(np.where(np.isneginf(m), 0.0, m) * f64(dy))
+    y = num_grad(objective, x)
+    return {"dy": dy}, [f"%r = graph.causal_mask_grad %dy : {T(dy)}"], y, RTOL_FD
+
+
+def cross_entropy_grad(bad_target=None):
+    """d/dlogits cross_entropy(logits, targets) * loss_grad; with bad_target,
+    one target is out of range and sbpc must fail."""
+    def make(rng):
+        logits = uni(rng, (2, 3, 5), -4.0, 4.0)
+        tgt = rng.integers(0, 5, size=(2, 3)).astype(np.int64)
+        dl = np.array(rng.uniform(-3.0, 3.0), dtype=np.float32)
+        if bad_target is None:
+            y = num_grad(lambda v: cross_entropy_ref(v, tgt) * float(dl), logits)
+            rtol = RTOL_FD
+        else:
+            tgt[1, 2] = bad_target
+            y, rtol = f64(logits), MUST_FAIL
+        body = [f"%r = graph.cross_entropy_grad %l, %t, %d : {sig([logits, tgt, dl], y)}"]
+        return {"l": logits, "t": tgt, "d": dl}, body, y, rtol
+    return make
+
+
+def embedding_grad(bad_index=None, rows=6):
+    """np.add.at of grad rows into a zero table, indices with repeats; with
+    bad_index, one index is out of range and sbpc must fail."""
+    def make(rng):
+        ids = rng.integers(0, rows, size=(3, 4)).astype(np.int64)
+        ids[2, 3] = ids[0, 1]  # certainly some repeats
+        ids[1, 0] = ids[0, 1]
+        dy = uni(rng, (3, 4, 5))
+        y = np.zeros((rows, 5))
+        np.add.at(y, ids, f64(dy))
+        rtol = RTOL
+        if bad_index is not None:
+            ids[1, 2], rtol = bad_index, MUST_FAIL
+        body = [f"%r = graph.embedding_grad %i, %dy rows = {rows} : {sig([ids, dy], y)}"]
+        return {"i": ids, "dy": dy}, body, y, rtol
+    return make
+
+
+# Optimizer cases: PyTorch's documented algorithms, in float64
+
+def sgd_update(lr, momentum, weight_decay):
+    """torch.optim.SGD, dampening 0, nesterov False, a step after the first:
+    g = grad + wd * param; b = momentum * b + g (if momentum != 0, else b = g
+    with no buffer); param -= lr * b."""
+    def make(rng):
+        w, dw, v = uni(rng, (3, 5)), uni(rng, (3, 5)), uni(rng, (3, 5))
+        g = f64(dw)
+        if weight_decay != 0:
+            g = g + weight_decay * f64(w)
+        b = momentum * f64(v) + g if momentum != 0 else g
+        want = {"out0": f64(w) - lr * b, "out1": b}
+        body = [f"%out0, %out1 = graph.sgd_update %w, %dw, %v lr = {fattr(lr)} "
+                f"momentum = {fattr(momentum)} weight_decay = {fattr(weight_decay)} : "
+                f"{sig([w, dw, v], *want.values())}"]
+        return {"w": w, "dw": dw, "v": v}, body, want, RTOL
+    return make
+
+
+def adamw_update(lr, beta1, beta2, eps, weight_decay, step):
+    """torch.optim.AdamW (amsgrad False) at 1-based step t:
+    theta -= lr * wd * theta; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    m_hat = m / (1 - b1^t); v_hat = v / (1 - b2^t);
+    theta -= lr * m_hat / (sqrt(v_hat) + eps)."""
+    def make(rng):
+        w, dw, m = uni(rng, (3, 5)), uni(rng, (3, 5)), uni(rng, (3, 5), -0.5, 0.5)
+        v = uni(rng, (3, 5), 0.0, 0.5) ** 2
+        t = np.array(step, dtype=np.float32)
+        theta = f64(w) * (1.0 - lr * weight_decay)
+        m1 = beta1 * f64(m) + (1.0 - beta1) * f64(dw)
+        v1 = beta2 * f64(v) + (1.0 - beta2) * f64(dw) ** 2
+        m_hat = m1 / (1.0 - beta1 ** step)
+        v_hat = v1 / (1.0 - beta2 ** step)
+        theta = theta - lr * m_hat / (np.sqrt(v_hat) + eps)
+        want = {"out0": theta, "out1": m1, "out2": v1}
+        body = [f"%out0, %out1, %out2 = graph.adamw_update %w, %dw, %m, %v, %t "
+                f"lr = {fattr(lr)} beta1 = {fattr(beta1)} beta2 = {fattr(beta2)} "
+                f"eps = {fattr(eps)} weight_decay = {fattr(weight_decay)} : "
+                f"{sig([w, dw, m, v, t], *want.values())}"]
+        return {"w": w, "dw": dw, "m": m, "v": v, "t": t}, body, want, RTOL
+    return make
 
 
 CASES = [
@@ -251,6 +449,32 @@ CASES = [
     ("embedding", embedding),
     ("causal_mask", causal_mask),
     ("cross_entropy", cross_entropy),
+    ("relu_grad (x away from 0)", pointwise_grad("relu_grad", lambda x: np.maximum(x, 0.0),
+                                                 lambda rng, sh: away0(rng, sh, 0.1))),
+    ("gelu_grad", pointwise_grad("gelu_grad", gelu, lambda rng, sh: uni(rng, sh, -4.0, 4.0))),
+    ("softmax_grad axis 1", softmax_grad(1)),
+    ("softmax_grad axis -1 (2)", softmax_grad(2)),
+    ("layer_norm_grad (input, scale, bias)", layer_norm_grad),
+    ("causal_mask_grad", causal_mask_grad),
+    ("cross_entropy_grad", cross_entropy_grad()),
+    ("embedding_grad (repeated indices)", embedding_grad()),
+    ("pad", one_input("pad", (2, 3, 4), " low [0, 1, 2] high [1, 0, 3]",
+                      lambda x: np.pad(x, [(0, 1), (1, 0), (2, 3)]))),
+    ("broadcast [3,1] -> [2,3,4]", one_input("broadcast", (3, 1), "",
+                                             lambda x: np.broadcast_to(x, (2, 3, 4)))),
+    ("broadcast [4] -> [3,4]", one_input("broadcast", (4,), "",
+                                         lambda x: np.broadcast_to(x, (3, 4)))),
+    ("broadcast [] -> [2,3]", one_input("broadcast", (), "",
+                                        lambda x: np.broadcast_to(x, (2, 3)))),
+    ("sgd_update momentum 0.9, weight_decay 0.01", sgd_update(0.1, 0.9, 0.01)),
+    ("sgd_update momentum 0, weight_decay 0", sgd_update(0.05, 0.0, 0.0)),
+    ("adamw_update step 3, weight_decay 0.01",
+     adamw_update(0.1, 0.9, 0.999, 1e-8, 0.01, 3.0)),
+    ("adamw_update step 1, weight_decay 0", adamw_update(0.01, 0.8, 0.95, 1e-6, 0.0, 1.0)),
+    ("must fail: embedding_grad index == rows", embedding_grad(bad_index=6)),
+    ("must fail: embedding_grad index -1", embedding_grad(bad_index=-1)),
+    ("must fail: cross_entropy_grad target == classes", cross_entropy_grad(bad_target=5)),
+    ("must fail: cross_entropy_grad target -1", cross_entropy_grad(bad_target=-1)),
 ]
 
 
@@ -274,26 +498,49 @@ def compare(actual, expected, rtol):
     return True, f"max rel err {err:.2g}{masked}"
 
 
+def clean_failure(proc):
+    """(ok, message) for a run that must fail: a positive exit status (not a
+    signal) and exactly one stderr line, containing "error:"."""
+    lines = proc.stderr.strip().splitlines()
+    if proc.returncode <= 0:
+        how = "succeeded" if proc.returncode == 0 else f"died of signal {-proc.returncode}"
+        return False, f"sbpc {how}; expected a clean failure:\n{proc.stderr.rstrip()}"
+    if len(lines) != 1 or "error:" not in lines[0]:
+        return False, (f"sbpc exited {proc.returncode} but stderr is not one "
+                       f"'error:' line:\n{proc.stderr.rstrip()}")
+    return True, f"failed as expected ({proc.returncode}): {lines[0]}"
+
+
 def run_case(sbpc, workdir, idx, make, rng):
     inputs, body, expected, rtol = make(rng)
     cdir = os.path.join(workdir, f"{idx:02d}")
-    os.makedirs(os.path.join(cdir, "out"), exist_ok=True)
+    odir = os.path.join(cdir, "out")
+    os.makedirs(odir, exist_ok=True)
     path = os.path.join(cdir, "model.mlir")
     with open(path, "w") as f:
         f.write(model(inputs, body, expected))
-    cmd = [sbpc, "run", path, "--output-dir", os.path.join(cdir, "out")]
+    cmd = [sbpc, "run", path, "--output-dir", odir]
     for n, a in inputs.items():
         np.save(os.path.join(cdir, f"{n}.npy"), a)
         cmd += ["--input", f"{n}={os.path.join(cdir, n + '.npy')}"]
-    out = os.path.join(cdir, "out", "out.npy")
-    if os.path.exists(out):
-        os.remove(out)
+    outs = outputs_of(expected)
+    for n in outs:
+        if os.path.exists(os.path.join(odir, f"{n}.npy")):
+            os.remove(os.path.join(odir, f"{n}.npy"))
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    if rtol is MUST_FAIL:
+        return clean_failure(proc)
     if proc.returncode != 0:
         return False, f"sbpc exited {proc.returncode} ({path}):\n{proc.stderr.rstrip()}"
-    if not os.path.exists(out):
-        return False, f"sbpc wrote no {out}"
-    return compare(np.load(out), expected, rtol)
+    msgs, all_ok = [], True
+    for n, want in outs.items():
+        out = os.path.join(odir, f"{n}.npy")
+        if not os.path.exists(out):
+            return False, f"sbpc wrote no {out}"
+        ok, msg = compare(np.load(out), want, rtol)
+        all_ok &= ok
+        msgs.append(msg if len(outs) == 1 else f"{n}: {msg}")
+    return all_ok, "; ".join(msgs)
 
 
 def main():
