@@ -129,3 +129,38 @@ LogicalResult NdSbpAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "an nd-SBP needs one entry per mesh axis, got none";
   return success();
 }
+
+sbprt::Sbp SbpAttr::toSbp() const {
+  switch (getKind()) {
+  case SbpKind::Broadcast:
+    return sbprt::Sbp::broadcast();
+  case SbpKind::Split:
+    return sbprt::Sbp::split(getDim());
+  case SbpKind::Partial:
+    return sbprt::Sbp::partial(getReduce() == ReduceKind::Sum ? sbprt::Sbp::Reduce::Sum
+                                                              : sbprt::Sbp::Reduce::Max);
+  }
+  return {};
+}
+
+SbpAttr SbpAttr::get(MLIRContext *ctx, const sbprt::Sbp &sbp) {
+  if (sbp.isSplit())
+    return split(ctx, sbp.dim);
+  if (sbp.isPartial())
+    return partial(ctx, sbp.reduce == sbprt::Sbp::Reduce::Sum ? ReduceKind::Sum : ReduceKind::Max);
+  return broadcast(ctx);
+}
+
+sbprt::NdSbp NdSbpAttr::toLayout() const {
+  sbprt::NdSbp layout;
+  for (SbpAttr axis : getAxes())
+    layout.push_back(axis.toSbp());
+  return layout;
+}
+
+NdSbpAttr NdSbpAttr::get(MLIRContext *ctx, const sbprt::NdSbp &layout) {
+  SmallVector<SbpAttr> axes;
+  for (const sbprt::Sbp &sbp : layout)
+    axes.push_back(SbpAttr::get(ctx, sbp));
+  return get(ctx, axes);
+}

@@ -5,6 +5,7 @@
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "runtime/Layout.h"
 
 #include "dialects/Sbp/IR/SbpEnums.h.inc"
 

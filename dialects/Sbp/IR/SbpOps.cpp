@@ -64,32 +64,21 @@ LogicalResult MeshOp::verify() {
 // Layouts
 //===----------------------------------------------------------------------===//
 
+sbprt::Mesh MeshOp::toMesh() {
+  sbprt::Mesh mesh;
+  for (StringRef axis : getAxes().getAsValueRange<StringAttr>())
+    mesh.axes.push_back(axis.str());
+  mesh.shape.assign(getShape().begin(), getShape().end());
+  return mesh;
+}
+
 LogicalResult sbpc::sbp::verifyLayout(Operation *op, MeshOp mesh, NdSbpAttr layout,
                                       RankedTensorType type, StringRef role) {
-  auto axisName = [&](size_t i) { return cast<StringAttr>(mesh.getAxes()[i]).getValue(); };
-  if (layout.size() != static_cast<size_t>(mesh.getRank()))
-    return op->emitOpError() << role << " has " << layout.size() << " entries but mesh @"
-                             << mesh.getSymName() << " has " << mesh.getRank() << " axes";
-  ArrayRef<int64_t> shape = type.getShape();
-  SmallVector<int64_t> parts(shape.size(), 1);
-  SmallVector<std::string> splitters(shape.size());
-  for (size_t i = 0; i < layout.size(); ++i) {
-    SbpAttr sbp = layout[i];
-    if (!sbp.isSplit())
-      continue;
-    int64_t dim = sbp.getDim();
-    if (dim >= static_cast<int64_t>(shape.size()))
-      return op->emitOpError() << role << " splits dimension " << dim << " on mesh axis '"
-                               << axisName(i) << "' but the tensor has rank " << shape.size();
-    parts[dim] *= mesh.getShape()[i];
-    splitters[dim] += (splitters[dim].empty() ? "'" : " x '") + axisName(i).str() + "'";
-  }
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] % parts[d] != 0)
-      return op->emitOpError() << role << ": dimension " << d << " of size " << shape[d]
-                               << " is not divisible by mesh axis " << splitters[d]
-                               << " of size " << parts[d];
-  return success();
+  std::string problem = sbprt::checkLayout(mesh.toMesh(), layout.toLayout(),
+                                           {type.getShape().begin(), type.getShape().end()});
+  if (problem.empty())
+    return success();
+  return op->emitOpError() << role << " on mesh @" << mesh.getSymName() << ": " << problem;
 }
 
 static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr name,

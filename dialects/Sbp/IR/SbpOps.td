@@ -26,6 +26,8 @@ def Sbp_MeshOp : Sbp_Op<"mesh", [Symbol]> {
   let extraClassDeclaration = [{
     int64_t getNumDevices();
     int64_t getRank() { return getShape().size(); }
+    /// The mesh as the runtime and the cost model see it.
+    ::sbprt::Mesh toMesh();
   }];
 }
 

@@ -14,9 +14,11 @@ func.func @layouts(%x: tensor<8x64xf32>, %ids: tensor<6x4xi64>) -> (tensor<8x64x
   %0 = sbp.constraint %x mesh @m [S(0), B] : tensor<8x64xf32>
   // CHECK: sbp.boxing %{{.+}} mesh @m from [S(0), B] to [S(0), S(1)] : tensor<8x64xf32>
   %1 = sbp.boxing %0 mesh @m from [S(0), B] to [S(0), S(1)] : tensor<8x64xf32>
-  // CHECK: sbp.boxing %{{.+}} mesh @m from [P(sum), P(max)] to [B, B]
+  // CHECK: sbp.boxing %{{.+}} mesh @m from [P(max), B] to [B, B] : tensor<8x64xf32>
+  %m = sbp.boxing %1 mesh @m from [P(max), B] to [B, B] : tensor<8x64xf32>
+  // CHECK: sbp.boxing %{{.+}} mesh @m from [P(sum), P(sum)] to [B, B]
   // CHECK-SAME: bytes_per_rank = 3072 : i64, collective = "all-reduce", reason = "consumer needs [B, B]"
-  %2 = sbp.boxing %1 mesh @m from [P(sum), P(max)] to [B, B] {collective = "all-reduce", bytes_per_rank = 3072 : i64, reason = "consumer needs [B, B]"} : tensor<8x64xf32>
+  %2 = sbp.boxing %1 mesh @m from [P(sum), P(sum)] to [B, B] {collective = "all-reduce", bytes_per_rank = 3072 : i64, reason = "consumer needs [B, B]"} : tensor<8x64xf32>
   // Two mesh axes may split the same dimension when it divides their product.
   // CHECK: sbp.constraint %{{.+}} mesh @m [S(1), S(1)] : tensor<8x64xf32>
   %3 = sbp.constraint %2 mesh @m [S(1), S(1)] : tensor<8x64xf32>

@@ -1,0 +1,217 @@
+// Meshes and SBP layouts.
+#include "runtime/Layout.h"
+
+#include <cctype>
+#include <sstream>
+
+namespace sbprt {
+
+std::string Sbp::str() const {
+  switch (kind) {
+  case Kind::Broadcast:
+    return "B";
+  case Kind::Split:
+    return "S(" + std::to_string(dim) + ")";
+  case Kind::Partial:
+    return reduce == Reduce::Sum ? "P(sum)" : "P(max)";
+  }
+  return "?";
+}
+
+std::string toString(const NdSbp &layout) {
+  std::string text = "[";
+  for (size_t i = 0; i < layout.size(); ++i)
+    text += (i ? ", " : "") + layout[i].str();
+  return text + "]";
+}
+
+namespace {
+/// A tiny recursive-descent parser for "[S(0), B, P(sum)]".
+class LayoutParser {
+public:
+  explicit LayoutParser(const std::string &text) : text(text) {}
+
+  std::optional<NdSbp> parse(std::string &error) {
+    NdSbp layout;
+    bool bracketed = eat('[');
+    do {
+      std::optional<Sbp> one = parseOne();
+      if (!one)
+        return fail(error);
+      layout.push_back(*one);
+    } while (eat(','));
+    if (bracketed && !eat(']'))
+      return fail(error, "expected ',' or ']'");
+    skipSpace();
+    if (pos != text.size())
+      return fail(error, "unexpected '" + text.substr(pos) + "'");
+    return layout;
+  }
+
+private:
+  std::optional<Sbp> parseOne() {
+    skipSpace();
+    if (eat('B'))
+      return Sbp::broadcast();
+    if (eat('S')) {
+      int64_t dim = 0;
+      if (!eat('(') || !parseInt(dim) || !eat(')'))
+        return setProblem("expected S(dim) with a non-negative dim");
+      return Sbp::split(dim);
+    }
+    if (eat('P')) {
+      if (!eat('('))
+        return setProblem("expected P(sum) or P(max)");
+      skipSpace();
+      std::optional<Sbp> result;
+      if (text.compare(pos, 3, "sum") == 0)
+        result = Sbp::partial(Sbp::Reduce::Sum);
+      else if (text.compare(pos, 3, "max") == 0)
+        result = Sbp::partial(Sbp::Reduce::Max);
+      else
+        return setProblem("expected P(sum) or P(max)");
+      pos += 3;
+      if (!eat(')'))
+        return setProblem("expected ')' after P(" + std::string(result->reduce == Sbp::Reduce::Sum ? "sum" : "max"));
+      return result;
+    }
+    return setProblem("expected B, S(dim) or P(sum|max)");
+  }
+
+  bool parseInt(int64_t &value) {
+    skipSpace();
+    size_t start = pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])) && pos - start < 9)
+      value = value * 10 + (text[pos++] - '0');
+    return pos > start;
+  }
+
+  bool eat(char c) {
+    skipSpace();
+    if (pos < text.size() && text[pos] == c) {
+      ++pos;
+      return true;
+    }
+    return false;
+  }
+
+  void skipSpace() {
+    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])))
+      ++pos;
+  }
+
+  std::nullopt_t setProblem(const std::string &what) {
+    if (problem.empty())
+      problem = what + " at column " + std::to_string(pos + 1);
+    return std::nullopt;
+  }
+
+  std::nullopt_t fail(std::string &error, const std::string &what = "") {
+    if (!what.empty())
+      setProblem(what);
+    error = "malformed layout '" + text + "': " + problem;
+    return std::nullopt;
+  }
+
+  const std::string &text;
+  size_t pos = 0;
+  std::string problem;
+};
+} // namespace
+
+std::optional<NdSbp> parseNdSbp(const std::string &text, std::string &error) {
+  return LayoutParser(text).parse(error);
+}
+
+int64_t Mesh::numDevices() const {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  return n;
+}
+
+std::vector<int64_t> Mesh::coordinates(int64_t rank) const {
+  std::vector<int64_t> coords(shape.size());
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    coords[i] = rank % shape[i];
+    rank /= shape[i];
+  }
+  return coords;
+}
+
+int64_t Mesh::rankOf(const std::vector<int64_t> &coords) const {
+  int64_t rank = 0;
+  for (size_t i = 0; i < shape.size(); ++i)
+    rank = rank * shape[i] + coords[i];
+  return rank;
+}
+
+std::vector<int64_t> Mesh::group(int64_t rank, size_t axis) const {
+  std::vector<int64_t> coords = coordinates(rank), ranks;
+  for (int64_t c = 0; c < shape[axis]; ++c) {
+    coords[axis] = c;
+    ranks.push_back(rankOf(coords));
+  }
+  return ranks;
+}
+
+std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t rank) {
+  std::vector<int64_t> factors(rank, 1);
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (layout[i].isSplit() && layout[i].dim < static_cast<int64_t>(rank))
+      factors[layout[i].dim] *= mesh.shape[i];
+  return factors;
+}
+
+std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  if (layout.size() != mesh.shape.size()) {
+    os << "layout " << toString(layout) << " has " << layout.size() << " entries but the mesh has "
+       << mesh.shape.size() << " axes";
+    return os.str();
+  }
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (layout[i].isSplit() && layout[i].dim >= static_cast<int64_t>(shape.size())) {
+      os << "layout " << toString(layout) << " splits dimension " << layout[i].dim
+         << " on mesh axis '" << mesh.axes[i] << "' but the tensor has rank " << shape.size();
+      return os.str();
+    }
+  // Sums of maxima are not maxima of sums: no op produces such a layout and
+  // no per-axis collective could change it soundly.
+  bool sum = false, max = false;
+  for (const Sbp &s : layout) {
+    sum |= s.isPartial() && s.reduce == Sbp::Reduce::Sum;
+    max |= s.isPartial() && s.reduce == Sbp::Reduce::Max;
+  }
+  if (sum && max)
+    return "layout " + toString(layout) + " mixes P(sum) and P(max)";
+  std::vector<int64_t> factors = splitFactors(mesh, layout, shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] % factors[d] != 0) {
+      std::string axes;
+      for (size_t i = 0; i < layout.size(); ++i)
+        if (layout[i].isSplit() && layout[i].dim == static_cast<int64_t>(d))
+          axes += (axes.empty() ? "'" : " x '") + mesh.axes[i] + "'";
+      os << "dimension " << d << " of size " << shape[d] << " is not divisible by mesh axis "
+         << axes << " of size " << factors[d];
+      return os.str();
+    }
+  return "";
+}
+
+Block blockOf(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
+              int64_t rank) {
+  Block block{std::vector<int64_t>(shape.size(), 0), shape};
+  std::vector<int64_t> coords = mesh.coordinates(rank);
+  // Axis 0 splits first (outermost); each later axis splits what is left.
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (!layout[i].isSplit())
+      continue;
+    int64_t d = layout[i].dim;
+    block.sizes[d] /= mesh.shape[i];
+    block.offsets[d] += coords[i] * block.sizes[d];
+  }
+  return block;
+}
+
+} // namespace sbprt

@@ -1,0 +1,74 @@
+// Device meshes and SBP layouts as plain data: which part of a global tensor
+// each rank holds. Shared by the compiler (costs, boxing plans) and the
+// runtime (sharded loading, assembling outputs); no MLIR here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sbprt {
+
+/// The layout of a tensor on one mesh axis.
+struct Sbp {
+  enum class Kind { Broadcast, Split, Partial };
+  enum class Reduce { Sum, Max };
+  Kind kind = Kind::Broadcast;
+  int64_t dim = 0;             // Split only
+  Reduce reduce = Reduce::Sum; // Partial only
+
+  static Sbp broadcast() { return {}; }
+  static Sbp split(int64_t dim) { return {Kind::Split, dim, Reduce::Sum}; }
+  static Sbp partial(Reduce reduce = Reduce::Sum) { return {Kind::Partial, 0, reduce}; }
+  bool isBroadcast() const { return kind == Kind::Broadcast; }
+  bool isSplit() const { return kind == Kind::Split; }
+  bool isPartial() const { return kind == Kind::Partial; }
+  bool operator==(const Sbp &o) const {
+    return kind == o.kind && (kind != Kind::Split || dim == o.dim) &&
+           (kind != Kind::Partial || reduce == o.reduce);
+  }
+  bool operator!=(const Sbp &o) const { return !(*this == o); }
+  /// "B", "S(1)", "P(sum)".
+  std::string str() const;
+};
+
+/// One Sbp per mesh axis.
+using NdSbp = std::vector<Sbp>;
+/// "[S(0), B]".
+std::string toString(const NdSbp &layout);
+/// Parses "[S(0), B]" (or "S(0)" for one axis); nullopt with `error` set otherwise.
+std::optional<NdSbp> parseNdSbp(const std::string &text, std::string &error);
+
+/// An N-D mesh of devices; rank r has row-major coordinates (axis 0 outermost).
+struct Mesh {
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
+
+  int64_t numDevices() const;
+  std::vector<int64_t> coordinates(int64_t rank) const;
+  int64_t rankOf(const std::vector<int64_t> &coordinates) const;
+  /// The ranks that differ from `rank` only along `axis`, in axis order.
+  std::vector<int64_t> group(int64_t rank, size_t axis) const;
+};
+
+/// How many parts each tensor dimension is split into by `layout`.
+std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t rank);
+
+/// Empty when `layout` fits a tensor of `shape` on `mesh` (one entry per
+/// axis, split dimensions in range and divisible, not both P(sum) and
+/// P(max)); otherwise what is wrong.
+std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape);
+
+/// The block of the global tensor that a rank holds: for each dimension,
+/// where it starts and how long it is. Splits nest in mesh-axis order (axis 0
+/// outermost), as the ranks' row-major order does. Partial layouts hold the
+/// full shape.
+struct Block {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+};
+Block blockOf(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
+              int64_t rank);
+
+} // namespace sbprt
