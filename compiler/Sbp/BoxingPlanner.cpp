@@ -1,0 +1,131 @@
+// Boxing plans: Dijkstra over nd layouts.
+//
+// A state is an nd layout; a move changes one mesh axis, either to its
+// target value or to B (a detour that unblocks hops an inner split of the
+// same dimension forbids), and is allowed only when it is one direct
+// collective and the new layout is valid. All-B is always reachable and the
+// target is reachable from it outermost axis first, so a plan always
+// exists. With k axes there are at most 3^k states, so the search is tiny;
+// it minimizes α-β time, then bytes.
+#include "compiler/Sbp/BoxingPlanner.h"
+
+#include <map>
+#include <queue>
+
+namespace sbpc {
+
+using sbprt::NdSbp;
+using sbprt::Sbp;
+using sbprt::sim::Hop;
+
+BoxingStep costHop(const sbprt::Mesh &mesh, const NdSbp &current, const Hop &hop,
+                   double tensorBytes, const Cluster &cluster) {
+  int64_t p = mesh.shape[hop.axis];
+  // T: the bytes of the tensor the hop's group holds together.
+  double t = tensorBytes;
+  for (size_t k = 0; k < current.size(); ++k)
+    if (k != hop.axis && current[k].isSplit())
+      t /= mesh.shape[k];
+  BoxingStep step{hop, sbprt::sim::collectiveOf(hop.from, hop.to), 0.0, 0.0};
+  int64_t steps = 0;
+  if (step.collective == "all-gather" || step.collective == "reduce-scatter") {
+    step.bytesPerRank = (p - 1) * t / p;
+    steps = p - 1;
+  } else if (step.collective == "all-reduce") {
+    step.bytesPerRank = 2.0 * (p - 1) * t / p;
+    steps = 2 * (p - 1);
+  } else if (step.collective == "all-to-all") {
+    step.bytesPerRank = (p - 1) * t / (static_cast<double>(p) * p);
+    steps = p - 1;
+  }
+  step.seconds = steps ? collectiveSeconds(cluster.linkOf(mesh, hop.axis), steps, step.bytesPerRank)
+                       : 0.0;
+  return step;
+}
+
+namespace {
+/// Orders layouts so that they can key a map.
+struct LayoutLess {
+  bool operator()(const NdSbp &a, const NdSbp &b) const {
+    auto key = [](const Sbp &s) {
+      return std::make_tuple(static_cast<int>(s.kind), s.isSplit() ? s.dim : 0,
+                             s.isPartial() ? static_cast<int>(s.reduce) : 0);
+    };
+    for (size_t i = 0; i < a.size(); ++i)
+      if (key(a[i]) != key(b[i]))
+        return key(a[i]) < key(b[i]);
+    return false;
+  }
+};
+
+struct Cost {
+  double seconds = 0, bytes = 0;
+  bool operator<(const Cost &o) const {
+    return seconds != o.seconds ? seconds < o.seconds : bytes < o.bytes;
+  }
+};
+} // namespace
+
+std::optional<BoxingPlan> planBoxing(const sbprt::Mesh &mesh, const NdSbp &from, const NdSbp &to,
+                                     const std::vector<int64_t> &shape, size_t elementBytes,
+                                     const Cluster &cluster, std::string &error) {
+  for (const NdSbp *layout : {&from, &to}) {
+    std::string problem = sbprt::checkLayout(mesh, *layout, shape);
+    if (!problem.empty()) {
+      error = problem;
+      return std::nullopt;
+    }
+  }
+  double tensorBytes = static_cast<double>(elementBytes) * sbprt::numElements(shape);
+  std::map<NdSbp, Cost, LayoutLess> best{{from, {}}};
+  std::map<NdSbp, std::pair<NdSbp, BoxingStep>, LayoutLess> cameFrom;
+  using Entry = std::pair<Cost, NdSbp>;
+  auto later = [](const Entry &a, const Entry &b) { return b.first < a.first; };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> frontier(later);
+  frontier.push({{}, from});
+  while (!frontier.empty()) {
+    auto [cost, state] = frontier.top();
+    frontier.pop();
+    if (best[state] < cost)
+      continue;
+    if (!LayoutLess()(state, to) && !LayoutLess()(to, state))
+      break;
+    // Even an axis already at its target may have to gather for a while to
+    // unblock an outer axis ([B, S(0)] -> [S(0), S(0)]).
+    for (size_t axis = 0; axis < state.size(); ++axis) {
+      for (const Sbp &next : {to[axis], Sbp::broadcast()}) {
+        Hop hop{axis, state[axis], next};
+        if (next == state[axis] || !sbprt::sim::isDirectHop(state, hop))
+          continue;
+        NdSbp moved = state;
+        moved[axis] = next;
+        if (!sbprt::checkLayout(mesh, moved, shape).empty())
+          continue;
+        BoxingStep step = costHop(mesh, state, hop, tensorBytes, cluster);
+        Cost total{cost.seconds + step.seconds, cost.bytes + step.bytesPerRank};
+        auto found = best.find(moved);
+        if (found != best.end() && !(total < found->second))
+          continue;
+        best[moved] = total;
+        cameFrom[moved] = {state, step};
+        frontier.push({total, moved});
+      }
+    }
+  }
+  bool same = !LayoutLess()(from, to) && !LayoutLess()(to, from);
+  if (!same && !cameFrom.count(to)) {
+    error = "no sequence of collectives changes " + sbprt::toString(from) + " into " +
+            sbprt::toString(to);
+    return std::nullopt;
+  }
+  BoxingPlan plan;
+  for (NdSbp at = to; cameFrom.count(at); at = cameFrom[at].first)
+    plan.steps.insert(plan.steps.begin(), cameFrom[at].second);
+  for (const BoxingStep &step : plan.steps) {
+    plan.bytesPerRank += step.bytesPerRank;
+    plan.seconds += step.seconds;
+  }
+  return plan;
+}
+
+} // namespace sbpc
