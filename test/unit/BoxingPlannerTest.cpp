@@ -9,17 +9,10 @@
 
 using namespace sbpc;
 using namespace sbprt;
+using sbprt::testing::dyadicTensor;
 using sbprt::testing::expectSame;
 
 namespace {
-
-Tensor dyadicTensor(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t(DType::F32, std::move(shape));
-  std::mt19937 rng(seed);
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    t.as<float>()[i] = static_cast<float>(static_cast<int>(rng() % 129) - 64) / 8.0f;
-  return t;
-}
 
 std::vector<Sbp> allSbps() {
   return {Sbp::broadcast(), Sbp::split(0), Sbp::split(1), Sbp::partial(Sbp::Reduce::Sum),

@@ -8,19 +8,10 @@
 
 using namespace sbprt;
 using namespace sbprt::sim;
+using sbprt::testing::dyadicTensor;
 using sbprt::testing::expectSame;
 
 namespace {
-
-/// Small dyadic values: sums of them are exact in float, so shards must
-/// reassemble bit for bit.
-Tensor dyadicTensor(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t(DType::F32, std::move(shape));
-  std::mt19937 rng(seed);
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    t.as<float>()[i] = static_cast<float>(static_cast<int>(rng() % 257) - 128) / 8.0f;
-  return t;
-}
 
 /// Every 1-D SBP of a rank-`rank` tensor.
 std::vector<Sbp> allSbps(int64_t rank) {

@@ -43,6 +43,16 @@ inline Tensor randomTensor(DType dtype, std::vector<int64_t> shape, unsigned see
   return t;
 }
 
+/// Small dyadic values (multiples of 1/8 in [-16, 16]): sums of a few of them
+/// are exact in float, so values moved between layouts compare bit for bit.
+inline Tensor dyadicTensor(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(DType::F32, std::move(shape));
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.as<float>()[i] = static_cast<float>(static_cast<int>(rng() % 257) - 128) / 8.0f;
+  return t;
+}
+
 /// Same dtype, shape and bytes.
 inline void expectSame(const Tensor &a, const Tensor &b) {
   EXPECT_EQ(a.dtype(), b.dtype());
