@@ -59,6 +59,13 @@ public:
   /// x @ w + bias: a linear layer on the last dimension.
   Value linear(Value x, Value w, Value bias) { return op<AddOp>(op<MatmulOp>(x, w), bias); }
 
+  /// The mean cross-entropy over `positions`: the summed loss times 1/N, so
+  /// that a batch split over devices stays a partial sum.
+  Value meanCrossEntropy(Value logits, Value targets, int64_t positions) {
+    Value sum = op<CrossEntropyOp>(logits, targets);
+    return op<MulOp>(sum, scalar(1.0f / static_cast<float>(positions)));
+  }
+
   void output(StringRef name, Value value) {
     results.push_back(value);
     resultAttrs.push_back(b.getDictionaryAttr(
@@ -201,7 +208,7 @@ OwningOpRef<ModuleOp> sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std:
   Value logits = m.op<MatmulOp>(x, wte, /*transpose_lhs=*/false, /*transpose_rhs=*/true);
   m.output("logits", logits);
   if (o.loss)
-    m.output("loss", m.op<CrossEntropyOp>(logits, targets));
+    m.output("loss", m.meanCrossEntropy(logits, targets, o.batch * o.seq));
   return m.finish();
 }
 
@@ -229,6 +236,6 @@ OwningOpRef<ModuleOp> sbpc::buildMlp(MLIRContext *ctx, const MlpOptions &o, std:
   }
   m.output("logits", x);
   if (o.loss)
-    m.output("loss", m.op<CrossEntropyOp>(x, targets));
+    m.output("loss", m.meanCrossEntropy(x, targets, o.batch));
   return m.finish();
 }

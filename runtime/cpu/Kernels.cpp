@@ -280,7 +280,7 @@ bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int
     softmax(logits + r * classes, logProbs.data(), {classes}, 0, /*logSoftmax=*/true);
     total -= logProbs[targets[r]];
   }
-  *loss = static_cast<float>(total / rows);
+  *loss = static_cast<float>(total);
   return true;
 }
 
@@ -367,7 +367,7 @@ bool crossEntropyGrad(const float *logits, const int64_t *targets, float lossGra
     softmax(logits + r * classes, d, {classes}, 0, /*logSoftmax=*/false);
     d[targets[r]] -= 1.0f;
     for (int64_t c = 0; c < classes; ++c)
-      d[c] = static_cast<float>(static_cast<double>(d[c]) * lossGrad / rows);
+      d[c] = static_cast<float>(static_cast<double>(d[c]) * lossGrad);
   }
   return true;
 }

@@ -53,7 +53,7 @@ bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *i
 /// -inf for the mask itself, 0 for its gradient.
 void causalMask(const float *in, float *out, int64_t blocks, int64_t s, float fill);
 
-/// Mean over `rows` of -log_softmax(logits[row])[targets[row]]; false with
+/// Sum over `rows` of -log_softmax(logits[row])[targets[row]]; false with
 /// `error` set when a target is out of range.
 bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int64_t classes,
                   float *loss, std::string &error);
@@ -71,7 +71,7 @@ void layerNormGrad(const float *x, const float *scale, const float *dy, float *d
 /// set when an id is out of range.
 bool embeddingGrad(const int64_t *ids, int64_t count, const float *dy, int64_t width, float *table,
                    int64_t rows, std::string &error);
-/// dlogits = (softmax(logits) - onehot(targets)) * lossGrad / rows.
+/// dlogits = (softmax(logits) - onehot(targets)) * lossGrad.
 bool crossEntropyGrad(const float *logits, const int64_t *targets, float lossGrad, int64_t rows,
                       int64_t classes, float *dlogits, std::string &error);
 /// Zero padding: `low[d]` before and `high[d]` after every dimension.

@@ -294,11 +294,13 @@ def Graph_CausalMaskOp
 }
 
 def Graph_CrossEntropyOp : Graph_InferredOp<"cross_entropy"> {
-  let summary = "mean softmax cross-entropy over class logits";
+  let summary = "softmax cross-entropy summed over positions";
   let description = [{
     `logits` is `[..., C]`, `targets` is int64 `[...]` with values in
-    `[0, C)`; the result is the scalar mean over all positions of
-    `-log_softmax(logits)[target]`.
+    `[0, C)`; the result is the scalar sum over all positions of
+    `-log_softmax(logits)[target]`. A mean is this times a constant `1/N`:
+    a sum of a batch split over devices is a partial sum (`P(sum)`), a mean
+    would not be.
 
     ```mlir
     %loss = graph.cross_entropy %logits, %targets
@@ -399,9 +401,8 @@ def Graph_CausalMaskGradOp
 def Graph_CrossEntropyGradOp : Graph_InferredOp<"cross_entropy_grad"> {
   let summary = "gradient of cross_entropy with respect to the logits";
   let description = [{
-    `(softmax(logits) - onehot(targets)) * loss_grad / N` where `N` is the
-    number of positions (the mean in `graph.cross_entropy`) and
-    `loss_grad` is the scalar gradient of the loss.
+    `(softmax(logits) - onehot(targets)) * loss_grad`, where `loss_grad`
+    is the scalar gradient of the summed loss.
 
     ```mlir
     %dlogits = graph.cross_entropy_grad %logits, %targets, %dloss
