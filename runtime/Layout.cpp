@@ -155,6 +155,29 @@ std::vector<int64_t> Mesh::group(int64_t rank, size_t axis) const {
   return ranks;
 }
 
+std::string checkMesh(const Mesh &mesh) {
+  if (mesh.axes.empty())
+    return "needs at least one axis";
+  if (mesh.axes.size() != mesh.shape.size())
+    return "has " + std::to_string(mesh.axes.size()) + " axis names but " +
+           std::to_string(mesh.shape.size()) + " sizes";
+  int64_t devices = 1;
+  for (size_t i = 0; i < mesh.axes.size(); ++i) {
+    if (mesh.axes[i].empty())
+      return "axis names must be non-empty";
+    for (size_t j = 0; j < i; ++j)
+      if (mesh.axes[j] == mesh.axes[i])
+        return "axis '" + mesh.axes[i] + "' is named twice";
+    if (mesh.shape[i] < 1)
+      return "axis '" + mesh.axes[i] + "' has size " + std::to_string(mesh.shape[i]) +
+             ", expected at least 1";
+    if (mesh.shape[i] > kMaxDevices / devices)
+      return "has more than " + std::to_string(kMaxDevices) + " devices";
+    devices *= mesh.shape[i];
+  }
+  return "";
+}
+
 std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t rank) {
   std::vector<int64_t> factors(rank, 1);
   for (size_t i = 0; i < layout.size(); ++i)

@@ -52,6 +52,14 @@ struct Mesh {
   std::vector<int64_t> group(int64_t rank, size_t axis) const;
 };
 
+/// The most devices a mesh may have: far beyond any cluster, small enough
+/// that products of mesh sizes never overflow.
+constexpr int64_t kMaxDevices = int64_t(1) << 24;
+
+/// Empty when `mesh` is well formed (at least one axis, unique non-empty
+/// names, sizes >= 1, at most kMaxDevices devices); otherwise what is wrong.
+std::string checkMesh(const Mesh &mesh);
+
 /// How many parts each tensor dimension is split into by `layout`.
 std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t rank);
 

@@ -48,9 +48,11 @@ FailureOr<ModelSignature> sbpc::getModelSignature(ModuleOp module) {
              << "argument #" << i << " of @" << fn.getSymName()
              << " must be marked with exactly one of graph.param or graph.input";
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || !type.hasStaticShape() || !toDType(type.getElementType()))
-      return mlir::emitError(arg.getLoc()) << "argument #" << i << " has type " << arg.getType()
-                                           << "; expected a static tensor of f32 or i64";
+    if (!type || !graph::isValidShape(type) ||
+        !(type.getElementType().isF32() || type.getElementType().isInteger(64)))
+      return mlir::emitError(arg.getLoc())
+             << "argument #" << i << " has type " << arg.getType()
+             << "; expected a statically shaped tensor of f32 or i64 with positive sizes";
     ModelArgument model{param ? ModelArgument::Kind::Param : ModelArgument::Kind::Input,
                         (param ? param : input).str(), arg, llvm::to_vector(type.getShape())};
     if (auto stored = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, GraphDialect::kParamShapeAttr))

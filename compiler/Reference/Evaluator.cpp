@@ -10,8 +10,10 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cstring>
+#include <unistd.h>
 #include <limits>
 
 using namespace mlir;
@@ -129,8 +131,9 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](ReshapeOp o) {
+        sbprt::Tensor &y = out(o); // first: inserting may move the input
         const sbprt::Tensor &x = in(o.getInput());
-        std::memcpy(out(o).data(), x.data(), x.numBytes());
+        std::memcpy(y.data(), x.data(), x.numBytes());
         return success();
       })
       .Case([&](SliceOp o) {
@@ -245,7 +248,8 @@ LogicalResult Evaluator::run(Operation *op) {
       })
       // A layout never changes a tensor's (global) value.
       .Case<sbpc::sbp::ConstraintOp, sbpc::sbp::BoxingOp>([&](Operation *o) {
-        out(o->getResult(0)) = in(o->getOperand(0));
+        sbprt::Tensor value = in(o->getOperand(0)); // copy: out() may rehash the map
+        out(o->getResult(0)) = std::move(value);
         return success();
       })
       .Default([](Operation *other) {
@@ -253,9 +257,37 @@ LogicalResult Evaluator::run(Operation *op) {
       });
 }
 
+/// Fails at `op` when its results would not fit beside the live values in
+/// this machine's memory: a clear error instead of an out-of-memory abort.
+static LogicalResult checkMemory(Operation *op,
+                                 const llvm::DenseMap<Value, sbprt::Tensor> &live) {
+  static const double physical =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  double needed = 0;
+  for (Value result : op->getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    needed += static_cast<double>(type.getNumElements()) *
+              static_cast<double>(type.getElementTypeBitWidth() / 8);
+  }
+  double held = 0;
+  for (const auto &entry : live)
+    held += static_cast<double>(entry.second.numBytes());
+  if (needed + held <= physical)
+    return success();
+  auto gb = [](double bytes) { return llvm::formatv("{0:f1} GB", bytes / 1e9).str(); };
+  return op->emitError() << "the reference evaluator needs " << gb(needed)
+                         << " for this op's results beside " << gb(held)
+                         << " of live values, more than this machine's " << gb(physical);
+}
+
 FailureOr<std::vector<sbprt::Tensor>> sbpc::evaluate(func::FuncOp func,
                                                      std::vector<sbprt::Tensor> arguments) {
   Evaluator eval;
+  // Room for every value up front: an insertion never moves a tensor that an
+  // op is reading.
+  unsigned valueCount = func.getNumArguments();
+  func.walk([&](Operation *op) { valueCount += op->getNumResults(); });
+  eval.values.reserve(valueCount);
   for (auto [arg, value] : llvm::zip(func.getArguments(), arguments))
     eval.values[arg] = std::move(value);
   // Free every value after the op that uses it last (values returned are used by the return).
@@ -282,6 +314,8 @@ FailureOr<std::vector<sbprt::Tensor>> sbpc::evaluate(func::FuncOp func,
         results.push_back(eval.values.find(v)->second);
       return results;
     }
+    if (failed(checkMemory(&op, eval.values)))
+      return failure();
     if (failed(eval.run(&op)))
       return failure();
     for (Value v : dying.lookup(&op))

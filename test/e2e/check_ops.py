@@ -275,7 +275,7 @@ def pointwise_grad(op, fwd, draw):
     def make(rng):
         x, dy = draw(rng, (3, 8)), uni(rng, (3, 8))
         y = num_grad(lambda v: np.sum(fwd(v) * f64(dy)), x)
-        return {"x": x, "dy": dy}, [f"%r = graph.{op} %x, %dy : {T(x)}"], y, RTOL_FD
+        return {"x": x, "dy": dy}, [f"%r = graph.{op} %x, %dy : {sig([x, dy], x)}"], y, RTOL_FD
     return make
 
 
@@ -285,7 +285,7 @@ def softmax_grad(axis, shape=(2, 4, 3)):
         x, dy = uni(rng, shape, -3.0, 3.0), uni(rng, shape)
         out = softmax(f64(x), axis).astype(np.float32)
         y = num_grad(lambda v: np.sum(softmax(v, axis) * f64(dy)), x)
-        body = [f"%r = graph.softmax_grad %s, %dy axis = {axis} : {T(x)}"]
+        body = [f"%r = graph.softmax_grad %s, %dy axis = {axis} : {sig([out, dy], out)}"]
         return {"s": out, "dy": dy}, body, y, RTOL_FD
     return make
 

@@ -11,6 +11,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <sstream>
 
@@ -32,6 +33,16 @@ std::string sbpc::graph::formatShape(ArrayRef<int64_t> shape) {
   llvm::interleaveComma(shape, os);
   os << "]";
   return text;
+}
+
+bool sbpc::graph::isValidShape(ShapedType type) {
+  if (!type.hasStaticShape())
+    return false;
+  int64_t bytes = 8;
+  for (int64_t size : type.getShape())
+    if (size < 1 || llvm::MulOverflow(bytes, size, bytes))
+      return false;
+  return true;
 }
 
 std::optional<SmallVector<int64_t>> sbpc::graph::broadcastShapes(ArrayRef<int64_t> lhs,
@@ -90,8 +101,16 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op, unsigned reg
 LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,
                                                         unsigned resultIndex,
                                                         NamedAttribute attr) {
-  if (attr.getName().getValue() == kOutputAttr)
-    return verifyNameAttr(op, attr);
+  if (attr.getName().getValue() == kOutputAttr) {
+    if (failed(verifyNameAttr(op, attr)))
+      return failure();
+    // Outputs become <dir>/<name>.npy: a name must not leave the directory.
+    StringRef name = cast<StringAttr>(attr.getValue()).getValue();
+    if (name == "." || name == ".." || name.contains('/') || name.contains('\\'))
+      return op->emitOpError() << "output name '" << name
+                               << "' must be a plain file name (no '/', not '.' or '..')";
+    return success();
+  }
   return op->emitOpError() << "unknown result attribute '" << attr.getName().getValue()
                            << "'";
 }
@@ -209,15 +228,15 @@ static LogicalResult inferReduce(MLIRContext *ctx, std::optional<Location> loc,
   return success();
 }
 
-LogicalResult SoftmaxOp::verify() {
-  return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),
-                   getType().getRank());
+/// The axis of a softmax-like op names one of its dimensions.
+template <typename OpT> static LogicalResult verifyAxis(OpT op) {
+  return checkAxis(ShapeError{op.getLoc(), OpT::getOperationName()}, "axis", op.getAxis(),
+                   op.getType().getRank());
 }
 
-LogicalResult LogSoftmaxOp::verify() {
-  return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),
-                   getType().getRank());
-}
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
+
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
@@ -307,7 +326,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
       return error() << "input " << formatShape(other) << " does not match "
                      << formatShape(shapeOf(adaptor.getInputs().front()))
                      << " outside axis " << axis;
-    shape[axis] += other[axis];
+    if (llvm::AddOverflow(shape[axis], other[axis], shape[axis]))
+      return error() << "concatenated axis " << axis << " is too large";
   }
   types.push_back(f32Tensor(ctx, shape));
   return success();
@@ -359,11 +379,6 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<L
 // Gradients
 //===----------------------------------------------------------------------===//
 
-LogicalResult SoftmaxGradOp::verify() {
-  return checkAxis(ShapeError{getLoc(), getOperationName()}, "axis", getAxis(),
-                   getType().getRank());
-}
-
 /// Checks that each named operand has the shape of `reference` (named `refName`).
 static LogicalResult checkSameShape(const ShapeError &error, StringRef refName, Value reference,
                                     ArrayRef<std::pair<StringRef, Value>> others) {
@@ -372,6 +387,26 @@ static LogicalResult checkSameShape(const ShapeError &error, StringRef refName, 
       return error() << name << " shape " << formatShape(shapeOf(value)) << " must equal "
                      << refName << " shape " << formatShape(shapeOf(reference));
   return success();
+}
+
+/// The shape rule of gradients taken elementwise against one forward
+/// tensor: the gradient has that tensor's shape, and so has the result.
+template <typename OpT>
+static LogicalResult inferGradLike(std::optional<Location> loc, StringRef refName, Value ref,
+                                   Value grad, SmallVectorImpl<Type> &types) {
+  if (failed(checkSameShape({loc, OpT::getOperationName()}, refName, ref, {{"grad", grad}})))
+    return failure();
+  types.push_back(ref.getType());
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkAxis({loc, getOperationName()}, "axis", adaptor.getAxis(),
+                       shapeOf(adaptor.getOutput()).size())))
+    return failure();
+  return inferGradLike<SoftmaxGradOp>(loc, "output", adaptor.getOutput(), adaptor.getGrad(),
+                                      types);
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -429,7 +464,10 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> 
     if (low[d] < 0 || high[d] < 0)
       return error() << "padding of dimension " << d << " must be non-negative, got ["
                      << low[d] << ", " << high[d] << "]";
-    shape.push_back(low[d] + in[d] + high[d]);
+    int64_t size;
+    if (llvm::AddOverflow(low[d], in[d], size) || llvm::AddOverflow(size, high[d], size))
+      return error() << "padding of dimension " << d << " is too large";
+    shape.push_back(size);
   }
   types.push_back(f32Tensor(ctx, shape));
   return success();

@@ -10,6 +10,10 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace sbpc::graph {
+/// Whether a graph tensor may have this shape: static, every size positive,
+/// and its size in bytes (8 per element at most) representable in int64.
+bool isValidShape(mlir::ShapedType type);
+
 /// Verifies an op by running its shape rule (inferReturnTypes) with the op's
 /// location and comparing with the written result types, so that exactly one
 /// precise diagnostic is reported (InferTypeOpInterface's own check would add

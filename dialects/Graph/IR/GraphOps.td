@@ -13,9 +13,16 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 
-def Graph_F32Tensor : StaticShapeTensorOf<[F32]>;
-def Graph_IndexTensor : StaticShapeTensorOf<[I64]>;
-def Graph_AnyTensor : StaticShapeTensorOf<[F32, I64]>;
+// Static shapes whose sizes are all positive and whose byte size fits in
+// int64: zero-size and overflowing tensors are rejected where they are written.
+class Graph_TensorOf<list<Type> types>
+    : Type<And<[StaticShapeTensorOf<types>.predicate,
+                CPred<"::sbpc::graph::isValidShape(::llvm::cast<::mlir::ShapedType>($_self))">]>,
+           StaticShapeTensorOf<types>.summary # " with positive sizes",
+           "::mlir::RankedTensorType">;
+def Graph_F32Tensor : Graph_TensorOf<[F32]>;
+def Graph_IndexTensor : Graph_TensorOf<[I64]>;
+def Graph_AnyTensor : Graph_TensorOf<[F32, I64]>;
 
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic, !listconcat(traits, [Pure])>;
@@ -319,20 +326,27 @@ def Graph_CrossEntropyOp : Graph_InferredOp<"cross_entropy"> {
 //===----------------------------------------------------------------------===//
 
 class Graph_PointwiseGradOp<string mnemonic, string formula>
-    : Graph_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+    : Graph_InferredOp<mnemonic> {
   let summary = "gradient of " # !subst("_grad", "", mnemonic);
   let description = "Computes `" # formula # "` for every element.";
   let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$grad);
   let results = (outs Graph_F32Tensor:$result);
-  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+  let assemblyFormat =
+      "$input `,` $grad attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferGradLike<$cppClass>(loc, "input", adaptor.getInput(), adaptor.getGrad(), types);
+    }
+  }];
 }
 
 def Graph_ReluGradOp : Graph_PointwiseGradOp<"relu_grad", "grad if input > 0 else 0">;
 def Graph_GeluGradOp : Graph_PointwiseGradOp<"gelu_grad",
     "grad * gelu'(input)` with `gelu` the tanh form of `graph.gelu">;
 
-def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad",
-                                   [SameOperandsAndResultType, InferTypeOpInterface]> {
+def Graph_SoftmaxGradOp : Graph_InferredOp<"softmax_grad"> {
   let summary = "gradient of softmax, from its output";
   let description = [{
     With `output = softmax(x)` along `axis`, computes the gradient with
@@ -340,8 +354,8 @@ def Graph_SoftmaxGradOp : Graph_Op<"softmax_grad",
   }];
   let arguments = (ins Graph_F32Tensor:$output, Graph_F32Tensor:$grad, I64Attr:$axis);
   let results = (outs Graph_F32Tensor:$result);
-  let assemblyFormat = "$output `,` $grad `axis` `=` $axis attr-dict `:` type($output)";
-  let hasVerifier = 1;
+  let assemblyFormat =
+      "$output `,` $grad `axis` `=` $axis attr-dict `:` functional-type(operands, results)";
 }
 
 def Graph_LayerNormGradOp : Graph_InferredOp<"layer_norm_grad"> {

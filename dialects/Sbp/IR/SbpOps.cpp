@@ -4,7 +4,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
-#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace sbpc::sbp;
@@ -32,31 +31,10 @@ static void printNdSbp(OpAsmPrinter &printer, Operation *, NdSbpAttr layout) {
 // MeshOp
 //===----------------------------------------------------------------------===//
 
-int64_t MeshOp::getNumDevices() {
-  int64_t n = 1;
-  for (int64_t size : getShape())
-    n *= size;
-  return n;
-}
-
 LogicalResult MeshOp::verify() {
-  ArrayAttr axes = getAxes();
-  ArrayRef<int64_t> shape = getShape();
-  if (axes.empty())
-    return emitOpError() << "needs at least one axis";
-  if (axes.size() != shape.size())
-    return emitOpError() << "has " << axes.size() << " axis names but " << shape.size()
-                         << " sizes";
-  llvm::StringSet<> seen;
-  for (auto [name, size] : llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
-    if (name.empty())
-      return emitOpError() << "axis names must be non-empty";
-    if (!seen.insert(name).second)
-      return emitOpError() << "axis '" << name << "' is named twice";
-    if (size < 1)
-      return emitOpError() << "axis '" << name << "' has size " << size
-                           << ", expected at least 1";
-  }
+  std::string problem = sbprt::checkMesh(toMesh());
+  if (!problem.empty())
+    return emitOpError() << problem;
   return success();
 }
 

@@ -24,7 +24,6 @@ def Sbp_MeshOp : Sbp_Op<"mesh", [Symbol]> {
   let assemblyFormat = "$sym_name `axes` $axes `shape` $shape attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    int64_t getNumDevices();
     int64_t getRank() { return getShape().size(); }
     /// The mesh as the runtime and the cost model see it.
     ::sbprt::Mesh toMesh();

@@ -295,8 +295,17 @@ func.func @unknown_op(%a: tensor<2xf32>) {
 
 // Tests that a pointwise gradient has the type of its input.
 func.func @relu_grad_types(%x: tensor<2x3xf32>, %dy: tensor<3x2xf32>) {
-  // expected-error @+1 {{'graph.relu_grad' op requires the same type for all operands and results}}
+  // expected-error @+1 {{'graph.relu_grad' op grad shape [3, 2] must equal input shape [2, 3]}}
   %0 = "graph.relu_grad"(%x, %dy) : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that softmax_grad's gradient has the output's shape.
+func.func @softmax_grad_shape(%y: tensor<2x3xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{'graph.softmax_grad' op grad shape [2, 4] must equal output shape [2, 3]}}
+  %0 = "graph.softmax_grad"(%y, %dy) {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<2x3xf32>
   return
 }
 
@@ -305,7 +314,7 @@ func.func @relu_grad_types(%x: tensor<2x3xf32>, %dy: tensor<3x2xf32>) {
 // Tests that the softmax_grad axis must be in range.
 func.func @softmax_grad_axis(%y: tensor<2x3xf32>, %dy: tensor<2x3xf32>) {
   // expected-error @+1 {{'graph.softmax_grad' op axis 5 is out of range for rank 2}}
-  %0 = graph.softmax_grad %y, %dy axis = 5 : tensor<2x3xf32>
+  %0 = graph.softmax_grad %y, %dy axis = 5 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
 
@@ -341,7 +350,7 @@ func.func @embedding_grad_shape(%i: tensor<2x3xi64>, %dy: tensor<2x4x5xf32>) {
 // Tests that embedding_grad needs rows.
 func.func @embedding_grad_rows(%i: tensor<3xi64>, %dy: tensor<3x5xf32>) {
   // expected-error @+1 {{'graph.embedding_grad' op rows must be positive, got 0}}
-  %0 = graph.embedding_grad %i, %dy rows = 0 : (tensor<3xi64>, tensor<3x5xf32>) -> tensor<0x5xf32>
+  %0 = graph.embedding_grad %i, %dy rows = 0 : (tensor<3xi64>, tensor<3x5xf32>) -> tensor<1x5xf32>
   return
 }
 
@@ -451,4 +460,56 @@ func.func @adamw_eps(%w: tensor<8xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{'graph.adamw_update' op eps must be positive, got 0}}
   %0:3 = graph.adamw_update %w, %w, %w, %w, %s lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 0.0 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
+}
+
+// -----
+
+// Tests that zero-size dimensions are rejected where they are written.
+func.func @zero_size(%a: tensor<2x0xf32>, %g: tensor<0xf32>) {
+  // expected-error @+1 {{'graph.layer_norm' op operand #0 must be statically shaped tensor of 32-bit float values with positive sizes, but got 'tensor<2x0xf32>'}}
+  %0 = graph.layer_norm %a, %g, %g eps = 1.0e-05 : (tensor<2x0xf32>, tensor<0xf32>, tensor<0xf32>) -> tensor<2x0xf32>
+  return
+}
+
+// -----
+
+// Tests that a tensor whose byte size overflows is rejected.
+func.func @huge(%a: tensor<4294967296x4294967296xf32>) {
+  // expected-error @+1 {{'graph.relu' op operand #0 must be statically shaped tensor of 32-bit float values with positive sizes}}
+  %0 = graph.relu %a : tensor<4294967296x4294967296xf32>
+  return
+}
+
+// -----
+
+// Tests that padding cannot overflow a dimension.
+func.func @pad_overflow(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'graph.pad' op padding of dimension 0 is too large}}
+  %0 = graph.pad %x low [9223372036854775807] high [0] : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that a parameter's stored shape is an array of positive sizes.
+// expected-error @+1 {{'func.func' op 'graph.param_shape' must be an array<i64> of positive sizes}}
+func.func @param_shape_sizes(%w: tensor<4xf32> {graph.param = "w", graph.param_shape = array<i64: 4, 0>}) {
+  return
+}
+
+// -----
+
+// Tests that layer_norm needs a dimension to normalize.
+func.func @layer_norm_scalar(%a: tensor<f32>) {
+  // expected-error @+1 {{'graph.layer_norm' op input must have rank >= 1}}
+  %0 = graph.layer_norm %a, %a, %a eps = 1.0e-05 : (tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that an output name cannot escape the output directory.
+// expected-error @+1 {{'func.func' op output name '../x' must be a plain file name (no '/', not '.' or '..')}}
+func.func @escape(%w: tensor<2xf32>) -> (tensor<2xf32> {graph.output = "../x"}) {
+  return %w : tensor<2xf32>
 }

@@ -105,12 +105,12 @@ func.func @gradients(%x: tensor<2x3x4xf32>, %dy: tensor<2x3x4xf32>, %g: tensor<4
                      %ids: tensor<2x3xi64>, %s: tensor<2x5x5xf32>, %l: tensor<2x3x4xf32>, %dl: tensor<f32>)
     -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<10x4xf32>,
         tensor<2x5x5xf32>, tensor<2x3x4xf32>) {
-  // CHECK: graph.relu_grad %{{.+}}, %{{.+}} : tensor<2x3x4xf32>
-  %0 = graph.relu_grad %x, %dy : tensor<2x3x4xf32>
-  // CHECK: graph.gelu_grad %{{.+}}, %{{.+}} : tensor<2x3x4xf32>
-  %1 = graph.gelu_grad %x, %0 : tensor<2x3x4xf32>
-  // CHECK: graph.softmax_grad %{{.+}}, %{{.+}} axis = 1 : tensor<2x3x4xf32>
-  %2 = graph.softmax_grad %x, %1 axis = 1 : tensor<2x3x4xf32>
+  // CHECK: graph.relu_grad %{{.+}}, %{{.+}} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %0 = graph.relu_grad %x, %dy : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: graph.gelu_grad %{{.+}}, %{{.+}} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %1 = graph.gelu_grad %x, %0 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: graph.softmax_grad %{{.+}}, %{{.+}} axis = 1 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %2 = graph.softmax_grad %x, %1 axis = 1 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   // CHECK: %[[DX:.+]], %[[DSCALE:.+]], %[[DBIAS:.+]] = graph.layer_norm_grad %{{.+}}, %{{.+}}, %{{.+}} eps = 1.000000e-05 : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   %3:3 = graph.layer_norm_grad %x, %g, %2 eps = 1.0e-05 : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   // CHECK: graph.embedding_grad %{{.+}}, %{{.+}} rows = 10 : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<10x4xf32>

@@ -30,6 +30,12 @@ sbp.mesh @m axes [""] shape [2]
 
 // -----
 
+// Tests that a mesh's device count cannot overflow.
+// expected-error @+1 {{'sbp.mesh' op has more than 16777216 devices}}
+sbp.mesh @m axes ["a", "b"] shape [4294967296, 4294967296]
+
+// -----
+
 // Tests that a layout has one entry per mesh axis.
 sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
 func.func @arity(%x: tensor<8x64xf32>) {
