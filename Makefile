@@ -39,12 +39,8 @@ test: build
 	@start=$$(date +%s); \
 	$(LIT) -sv $(BUILD)/test $(BUILD)/test/unit 2>&1 | tee $(BUILD)/test.log; \
 	status=$${PIPESTATUS[0]}; \
-	count() { n=$$(sed -n "s/^ *$$1: *\([0-9]*\).*/\1/p" $(BUILD)/test.log | head -1); echo $${n:-0}; }; \
-	passed=$$(( $$(count Passed) + $$(count 'Expectedly Failed') )); \
-	failed=$$(( $$(count Failed) + $$(count Unresolved) + $$(count 'Unexpectedly Passed') + $$(count 'Timed Out') )); \
 	echo "tests took $$(( $$(date +%s) - start )) s"; \
-	echo "sbpc: $$passed passed, $$failed failed"; \
-	[ $$status -eq 0 ] && [ $$failed -eq 0 ] && [ $$passed -gt 0 ]
+	test/lit-summary.sh $(BUILD)/test.log $$status
 
 demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo
