@@ -27,13 +27,18 @@ public:
     return addArgument(GraphDialect::kInputAttr, name, RankedTensorType::get(shape, elementType));
   }
 
-  /// A parameter; `storedShape` is its shape in the checkpoint when the
-  /// graph views it with another shape.
-  Value param(StringRef name, ArrayRef<int64_t> shape, ArrayRef<int64_t> storedShape = {}) {
+  /// A parameter initialized as `init` says; `storedShape` is its shape in
+  /// the checkpoint when the graph views it with another shape.
+  Value param(StringRef name, ArrayRef<int64_t> shape, sbpc::ParamInit init,
+              ArrayRef<int64_t> storedShape = {}) {
     Value arg = addArgument(GraphDialect::kParamAttr, name, f32(shape));
     if (!storedShape.empty())
       argAttrs.back().emplace_back(StringAttr::get(ctx, GraphDialect::kParamShapeAttr),
                                    DenseI64ArrayAttr::get(ctx, storedShape));
+    init.name = name.str();
+    ArrayRef<int64_t> stored = storedShape.empty() ? shape : storedShape;
+    init.storedShape.assign(stored.begin(), stored.end());
+    params.push_back(std::move(init));
     return arg;
   }
 
@@ -72,7 +77,7 @@ public:
         b.getNamedAttr(GraphDialect::kOutputAttr, b.getStringAttr(name))));
   }
 
-  OwningOpRef<ModuleOp> finish() {
+  sbpc::GeneratedModel finish() {
     b.create<func::ReturnOp>(b.getUnknownLoc(), results);
     SmallVector<Type> argTypes(body->getArgumentTypes()), resultTypes;
     for (Value v : results)
@@ -86,7 +91,7 @@ public:
       fn.setArgAttrs(i, attrs);
     for (auto [i, attrs] : llvm::enumerate(resultAttrs))
       fn.setResultAttrs(i, attrs);
-    return std::move(module);
+    return {std::move(module), std::move(params)};
   }
 
 private:
@@ -103,7 +108,14 @@ private:
   SmallVector<SmallVector<NamedAttribute>> argAttrs;
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
+  std::vector<sbpc::ParamInit> params;
 };
+
+/// GPT-2's initialization: weights N(0, 0.02), residual output projections
+/// N(0, 0.02/sqrt(2 layers)), LayerNorm scales 1, biases 0.
+sbpc::ParamInit normal(float stddev) { return {"", {}, sbpc::ParamInit::Kind::Normal, stddev}; }
+const sbpc::ParamInit kZeros{"", {}, sbpc::ParamInit::Kind::Zeros, 0.0f};
+const sbpc::ParamInit kOnes{"", {}, sbpc::ParamInit::Kind::Ones, 0.0f};
 
 struct LayerParams {
   Value ln1Scale, ln1Bias, qkvWeight, qkvBias, projWeight, projBias;
@@ -112,14 +124,21 @@ struct LayerParams {
 
 } // namespace
 
-/// Checks that every named option is positive; sets `error` for the first that is not.
-static bool allPositive(std::initializer_list<std::pair<const char *, int64_t>> options,
-                        std::string &error) {
-  for (auto [name, value] : options)
+/// Checks that every named option is in [1, kMaxGenOption]; sets `error`
+/// for the first that is not.
+static bool allInRange(std::initializer_list<std::pair<const char *, int64_t>> options,
+                       std::string &error) {
+  for (auto [name, value] : options) {
     if (value <= 0) {
       error = std::string("--") + name + " must be positive, got " + std::to_string(value);
       return false;
     }
+    if (value > sbpc::kMaxGenOption) {
+      error = std::string("--") + name + " must be at most " +
+              std::to_string(sbpc::kMaxGenOption) + ", got " + std::to_string(value);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -147,22 +166,22 @@ static Value attention(ModelBuilder &m, Value x, const LayerParams &p, const sbp
   return m.reshape(merged, {b, s, h});
 }
 
-OwningOpRef<ModuleOp> sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std::string &error) {
+sbpc::GeneratedModel sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std::string &error) {
   int64_t positions = o.positions ? o.positions : o.seq;
-  if (!allPositive({{"layers", o.layers}, {"hidden", o.hidden}, {"heads", o.heads},
+  if (!allInRange({{"layers", o.layers}, {"hidden", o.hidden}, {"heads", o.heads},
                     {"seq", o.seq}, {"batch", o.batch}, {"vocab", o.vocab},
                     {"positions", positions}},
                    error))
-    return nullptr;
+    return {};
   if (o.hidden % o.heads != 0) {
     error = "--hidden " + std::to_string(o.hidden) + " is not divisible by --heads " +
             std::to_string(o.heads);
-    return nullptr;
+    return {};
   }
   if (positions < o.seq) {
     error = "--positions " + std::to_string(positions) + " is smaller than --seq " +
             std::to_string(o.seq);
-    return nullptr;
+    return {};
   }
   ctx->loadDialect<GraphDialect, func::FuncDialect>();
   ModelBuilder m(ctx, "gpt");
@@ -170,27 +189,28 @@ OwningOpRef<ModuleOp> sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std:
   Type i64 = IntegerType::get(ctx, 64);
   Value tokens = m.input("tokens", {b, s}, i64);
   Value targets = o.loss ? m.input("targets", {b, s}, i64) : Value();
-  Value wte = m.param("wte.weight", {o.vocab, h});
-  Value wpe = m.param("wpe.weight", {positions, h});
+  Value wte = m.param("wte.weight", {o.vocab, h}, normal(0.02f));
+  Value wpe = m.param("wpe.weight", {positions, h}, normal(0.02f));
+  sbpc::ParamInit residual = normal(0.02f / std::sqrt(2.0f * static_cast<float>(o.layers)));
   std::vector<LayerParams> layers(o.layers);
   for (int64_t i = 0; i < o.layers; ++i) {
     std::string p = "h." + std::to_string(i) + ".";
     LayerParams &l = layers[i];
-    l.ln1Scale = m.param(p + "ln_1.weight", {h});
-    l.ln1Bias = m.param(p + "ln_1.bias", {h});
-    l.qkvWeight = m.param(p + "attn.c_attn.weight", {h, 3, h}, {h, 3 * h});
-    l.qkvBias = m.param(p + "attn.c_attn.bias", {3, h}, {3 * h});
-    l.projWeight = m.param(p + "attn.c_proj.weight", {h, h});
-    l.projBias = m.param(p + "attn.c_proj.bias", {h});
-    l.ln2Scale = m.param(p + "ln_2.weight", {h});
-    l.ln2Bias = m.param(p + "ln_2.bias", {h});
-    l.fcWeight = m.param(p + "mlp.c_fc.weight", {h, 4 * h});
-    l.fcBias = m.param(p + "mlp.c_fc.bias", {4 * h});
-    l.fcProjWeight = m.param(p + "mlp.c_proj.weight", {4 * h, h});
-    l.fcProjBias = m.param(p + "mlp.c_proj.bias", {h});
+    l.ln1Scale = m.param(p + "ln_1.weight", {h}, kOnes);
+    l.ln1Bias = m.param(p + "ln_1.bias", {h}, kZeros);
+    l.qkvWeight = m.param(p + "attn.c_attn.weight", {h, 3, h}, normal(0.02f), {h, 3 * h});
+    l.qkvBias = m.param(p + "attn.c_attn.bias", {3, h}, kZeros, {3 * h});
+    l.projWeight = m.param(p + "attn.c_proj.weight", {h, h}, residual);
+    l.projBias = m.param(p + "attn.c_proj.bias", {h}, kZeros);
+    l.ln2Scale = m.param(p + "ln_2.weight", {h}, kOnes);
+    l.ln2Bias = m.param(p + "ln_2.bias", {h}, kZeros);
+    l.fcWeight = m.param(p + "mlp.c_fc.weight", {h, 4 * h}, normal(0.02f));
+    l.fcBias = m.param(p + "mlp.c_fc.bias", {4 * h}, kZeros);
+    l.fcProjWeight = m.param(p + "mlp.c_proj.weight", {4 * h, h}, residual);
+    l.fcProjBias = m.param(p + "mlp.c_proj.bias", {h}, kZeros);
   }
-  Value lnfScale = m.param("ln_f.weight", {h});
-  Value lnfBias = m.param("ln_f.bias", {h});
+  Value lnfScale = m.param("ln_f.weight", {h}, kOnes);
+  Value lnfBias = m.param("ln_f.bias", {h}, kZeros);
 
   Value positionsUsed =
       positions == s ? wpe
@@ -212,11 +232,11 @@ OwningOpRef<ModuleOp> sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std:
   return m.finish();
 }
 
-OwningOpRef<ModuleOp> sbpc::buildMlp(MLIRContext *ctx, const MlpOptions &o, std::string &error) {
-  if (!allPositive({{"batch", o.batch}, {"inputs", o.inputs}, {"hidden", o.hidden},
+sbpc::GeneratedModel sbpc::buildMlp(MLIRContext *ctx, const MlpOptions &o, std::string &error) {
+  if (!allInRange({{"batch", o.batch}, {"inputs", o.inputs}, {"hidden", o.hidden},
                     {"outputs", o.outputs}, {"layers", o.layers}},
                    error))
-    return nullptr;
+    return {};
   ctx->loadDialect<GraphDialect, func::FuncDialect>();
   ModelBuilder m(ctx, "mlp");
   Value x = m.input("x", {o.batch, o.inputs}, Float32Type::get(ctx));
@@ -226,8 +246,9 @@ OwningOpRef<ModuleOp> sbpc::buildMlp(MLIRContext *ctx, const MlpOptions &o, std:
     int64_t in = i == 0 ? o.inputs : o.hidden;
     int64_t out = i + 1 == o.layers ? o.outputs : o.hidden;
     std::string p = "fc" + std::to_string(i) + ".";
-    Value w = m.param(p + "weight", {in, out});
-    weights.emplace_back(w, m.param(p + "bias", {out}));
+    // He initialization suits the ReLU between the layers.
+    Value w = m.param(p + "weight", {in, out}, normal(std::sqrt(2.0f / static_cast<float>(in))));
+    weights.emplace_back(w, m.param(p + "bias", {out}, kZeros));
   }
   for (auto [i, wb] : llvm::enumerate(weights)) {
     x = m.linear(x, wb.first, wb.second);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sbpc {
 
@@ -34,11 +35,38 @@ struct MlpOptions {
   bool loss = false;
 };
 
-/// Builds the model, or returns null with `error` set to a one-line message
-/// naming the bad option.
-mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *ctx, const GptOptions &options,
-                                           std::string &error);
-mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *ctx, const MlpOptions &options,
-                                           std::string &error);
+/// How a generated parameter starts out.
+struct ParamInit {
+  enum class Kind { Normal, Zeros, Ones };
+  std::string name;
+  std::vector<int64_t> storedShape;
+  Kind kind = Kind::Normal;
+  float stddev = 0.0f; // Normal only
+};
+
+struct GeneratedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// Every parameter in argument order, with its initialization.
+  std::vector<ParamInit> params;
+};
+
+/// The largest value a size option may take.
+constexpr int64_t kMaxGenOption = int64_t(1) << 20;
+
+/// Builds the model, or returns a null module with `error` set to a one-line
+/// message naming the bad option.
+GeneratedModel buildGpt(mlir::MLIRContext *ctx, const GptOptions &options, std::string &error);
+GeneratedModel buildMlp(mlir::MLIRContext *ctx, const MlpOptions &options, std::string &error);
+
+/// Whether the parameters' initial values fit comfortably in this machine's
+/// memory; false with `error` naming their size otherwise.
+bool checkParamMemory(const std::vector<ParamInit> &params, const std::string &path,
+                      std::string &error);
+
+/// Writes the parameters' initial values, drawn deterministically from
+/// `seed`, as a .safetensors file; false with `error` set on failure
+/// (including parameters too large for this machine's memory).
+bool writeInitialParams(const std::vector<ParamInit> &params, const std::string &path,
+                        uint64_t seed, std::string &error);
 
 } // namespace sbpc

@@ -1,26 +1,13 @@
-// sbpc: generate models and evaluate them (compile and explain arrive with the SBP core).
-#include "compiler/Gen/ModelGen.h"
-#include "compiler/Model/ModelSignature.h"
-#include "compiler/Reference/Evaluator.h"
+// sbpc: the command-line tool; flags map to the commands in compiler/Driver.
+#include "compiler/Driver/Commands.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
-#include "runtime/io/Npy.h"
-#include "runtime/io/Safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
-
-#include <random>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -64,97 +51,25 @@ static cl::opt<int64_t> genInputs("inputs", cl::desc("mlp: input features (defau
 static cl::opt<int64_t> genOutputs("outputs", cl::desc("mlp: output features (classes) (default 16)"), cl::init(16),
                                    cl::sub(genCommand), cl::cat(genCategory));
 
-namespace {
-/// Deterministic normal variates from a seed, the same on every platform
-/// (std::normal_distribution is not).
-class NormalSource {
-public:
-  explicit NormalSource(uint64_t seed) : engine(seed) {}
-  float next(float stddev) {
-    // Box-Muller on two uniforms in (0, 1].
-    double u1 = (static_cast<double>(engine() >> 11) + 1.0) / 9007199254740992.0;
-    double u2 = static_cast<double>(engine() >> 11) / 9007199254740992.0;
-    return static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) *
-                              std::cos(2.0 * M_PI * u2));
-  }
-
-private:
-  std::mt19937_64 engine;
-};
-} // namespace
-
-/// GPT-2's initialization, by parameter name: LayerNorm scales 1, biases 0,
-/// residual output projections N(0, 0.02/sqrt(2 layers)), other weights N(0, 0.02).
-static float initialStddev(llvm::StringRef name, int64_t layers, bool &isOne) {
-  isOne = name.contains("ln") && name.ends_with(".weight");
-  if (isOne || name.ends_with(".bias"))
-    return 0.0f;
-  if (name.ends_with("c_proj.weight"))
-    return 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
-  return 0.02f;
-}
-
-static LogicalResult writeInitialParams(const sbpc::ModelSignature &signature,
-                                        const std::string &path, uint64_t seed, int64_t layers) {
-  NormalSource normal(seed);
-  std::vector<std::pair<std::string, sbprt::Tensor>> tensors;
-  for (const sbpc::ModelArgument &arg : signature.arguments) {
-    if (arg.kind != sbpc::ModelArgument::Kind::Param)
-      continue;
-    sbprt::Tensor t(sbprt::DType::F32, {arg.storedShape.begin(), arg.storedShape.end()});
-    bool isOne;
-    float stddev = initialStddev(arg.name, layers, isOne);
-    for (int64_t i = 0; i < t.numElements(); ++i)
-      t.as<float>()[i] = isOne ? 1.0f : stddev == 0.0f ? 0.0f : normal.next(stddev);
-    tensors.emplace_back(arg.name, std::move(t));
-  }
-  std::vector<std::pair<std::string, const sbprt::Tensor *>> refs;
-  for (auto &[name, t] : tensors)
-    refs.emplace_back(name, &t);
-  std::string error;
-  if (!sbprt::io::writeSafetensors(path, refs, error))
-    return sbpc::reportError(error);
-  return success();
-}
-
-static LogicalResult writeText(const std::string &path, ModuleOp module) {
-  std::string error;
-  auto file = openOutputFile(path, &error);
-  if (!file)
-    return sbpc::reportError(path + ": " + error);
-  module.print(file->os());
-  file->keep();
-  return success();
-}
-
-static LogicalResult runGen(MLIRContext &ctx) {
-  std::string error;
-  OwningOpRef<ModuleOp> module;
+static mlir::LogicalResult runGenCommand(MLIRContext &ctx) {
+  sbpc::GenCommand command;
   if (genModel == "gpt") {
     sbpc::GptOptions o;
     o.layers = genLayers, o.hidden = genHidden, o.heads = genHeads, o.seq = genSeq;
     o.batch = genBatch, o.vocab = genVocab, o.positions = genPositions, o.loss = genLoss;
-    module = sbpc::buildGpt(&ctx, o, error);
+    command.model = o;
   } else if (genModel == "mlp") {
     sbpc::MlpOptions o;
     o.batch = genBatch, o.inputs = genInputs, o.hidden = genHidden, o.outputs = genOutputs;
     o.layers = genLayers, o.loss = genLoss;
-    module = sbpc::buildMlp(&ctx, o, error);
+    command.model = o;
   } else {
     return sbpc::reportError("unknown model '" + genModel + "' (expected gpt or mlp)");
   }
-  if (!module)
-    return sbpc::reportError(error);
-  if (failed(verify(*module)))
-    return failure();
-  if (failed(writeText(genOutput, *module)))
-    return failure();
-  if (genParams.empty())
-    return success();
-  FailureOr<sbpc::ModelSignature> signature = sbpc::getModelSignature(*module);
-  if (failed(signature))
-    return failure();
-  return writeInitialParams(*signature, genParams, genSeed, genLayers);
+  command.output = genOutput;
+  command.paramsPath = genParams;
+  command.seed = genSeed;
+  return sbpc::runGen(ctx, command);
 }
 
 //===----------------------------------------------------------------------===//
@@ -176,63 +91,6 @@ static cl::opt<std::string> runOutputDir("output-dir",
                                          cl::value_desc("dir"), cl::Required, cl::sub(runCommand),
                                          cl::cat(runCategory));
 
-static OwningOpRef<ModuleOp> parseModel(const std::string &path, MLIRContext &ctx) {
-  std::string error;
-  auto buffer = openInputFile(path, &error);
-  if (!buffer) {
-    (void)sbpc::reportError(path + ": " + error);
-    return nullptr;
-  }
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  return parseSourceFile<ModuleOp>(sourceMgr, &ctx);
-}
-
-static LogicalResult runRun(MLIRContext &ctx) {
-  std::map<std::string, std::string> inputs;
-  for (const std::string &spec : runInputs) {
-    auto [name, path] = llvm::StringRef(spec).split('=');
-    if (name.empty() || path.empty())
-      return sbpc::reportError("--input '" + spec + "' must be NAME=FILE.npy");
-    if (!inputs.emplace(name.str(), path.str()).second)
-      return sbpc::reportError("--input '" + name.str() + "' is given twice");
-  }
-  OwningOpRef<ModuleOp> module = parseModel(runModel, ctx);
-  if (!module)
-    return failure();
-  FailureOr<sbpc::ModelSignature> signature = sbpc::getModelSignature(*module);
-  if (failed(signature))
-    return failure();
-
-  std::optional<sbprt::io::SafetensorsFile> params;
-  if (!runParams.empty()) {
-    std::string error;
-    params = sbprt::io::SafetensorsFile::open(runParams, error);
-    if (!params)
-      return sbpc::reportError(error);
-  }
-  FailureOr<std::vector<sbprt::Tensor>> arguments =
-      sbpc::loadArguments(*signature, params ? &*params : nullptr, inputs);
-  if (failed(arguments))
-    return failure();
-  FailureOr<std::vector<sbprt::Tensor>> results =
-      sbpc::evaluate(signature->func, std::move(*arguments));
-  if (failed(results))
-    return failure();
-
-  if (std::error_code ec = llvm::sys::fs::create_directories(runOutputDir))
-    return sbpc::reportError(runOutputDir + ": cannot create: " + ec.message());
-  for (auto [name, tensor] : llvm::zip(signature->outputs, *results)) {
-    llvm::SmallString<256> path(runOutputDir);
-    llvm::sys::path::append(path, name + ".npy");
-    std::string error;
-    if (!sbprt::io::writeNpy(path.str().str(), tensor, error))
-      return sbpc::reportError(error);
-    llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(tensor.shape()) << "\n";
-  }
-  return success();
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&genCategory, &runCategory});
@@ -248,9 +106,9 @@ int main(int argc, char **argv) {
   sbpc::OneLineDiagnostics diagnostics(&ctx);
   LogicalResult result = failure();
   if (genCommand)
-    result = runGen(ctx);
+    result = runGenCommand(ctx);
   else if (runCommand)
-    result = runRun(ctx);
+    result = sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
   else
     result = sbpc::reportError("expected a command: gen or run (see sbpc --help)");
   return succeeded(result) ? 0 : 1;
