@@ -1,7 +1,6 @@
 // Meshes and SBP layouts.
 #include "runtime/Layout.h"
 
-#include <cctype>
 #include <sstream>
 
 namespace sbprt {
@@ -23,104 +22,6 @@ std::string toString(const NdSbp &layout) {
   for (size_t i = 0; i < layout.size(); ++i)
     text += (i ? ", " : "") + layout[i].str();
   return text + "]";
-}
-
-namespace {
-/// A tiny recursive-descent parser for "[S(0), B, P(sum)]".
-class LayoutParser {
-public:
-  explicit LayoutParser(const std::string &text) : text(text) {}
-
-  std::optional<NdSbp> parse(std::string &error) {
-    NdSbp layout;
-    bool bracketed = eat('[');
-    do {
-      std::optional<Sbp> one = parseOne();
-      if (!one)
-        return fail(error);
-      layout.push_back(*one);
-    } while (eat(','));
-    if (bracketed && !eat(']'))
-      return fail(error, "expected ',' or ']'");
-    skipSpace();
-    if (pos != text.size())
-      return fail(error, "unexpected '" + text.substr(pos) + "'");
-    return layout;
-  }
-
-private:
-  std::optional<Sbp> parseOne() {
-    skipSpace();
-    if (eat('B'))
-      return Sbp::broadcast();
-    if (eat('S')) {
-      int64_t dim = 0;
-      if (!eat('(') || !parseInt(dim) || !eat(')'))
-        return setProblem("expected S(dim) with a non-negative dim");
-      return Sbp::split(dim);
-    }
-    if (eat('P')) {
-      if (!eat('('))
-        return setProblem("expected P(sum) or P(max)");
-      skipSpace();
-      std::optional<Sbp> result;
-      if (text.compare(pos, 3, "sum") == 0)
-        result = Sbp::partial(Sbp::Reduce::Sum);
-      else if (text.compare(pos, 3, "max") == 0)
-        result = Sbp::partial(Sbp::Reduce::Max);
-      else
-        return setProblem("expected P(sum) or P(max)");
-      pos += 3;
-      if (!eat(')'))
-        return setProblem("expected ')' after P(" + std::string(result->reduce == Sbp::Reduce::Sum ? "sum" : "max"));
-      return result;
-    }
-    return setProblem("expected B, S(dim) or P(sum|max)");
-  }
-
-  bool parseInt(int64_t &value) {
-    skipSpace();
-    size_t start = pos;
-    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])) && pos - start < 9)
-      value = value * 10 + (text[pos++] - '0');
-    return pos > start;
-  }
-
-  bool eat(char c) {
-    skipSpace();
-    if (pos < text.size() && text[pos] == c) {
-      ++pos;
-      return true;
-    }
-    return false;
-  }
-
-  void skipSpace() {
-    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])))
-      ++pos;
-  }
-
-  std::nullopt_t setProblem(const std::string &what) {
-    if (problem.empty())
-      problem = what + " at column " + std::to_string(pos + 1);
-    return std::nullopt;
-  }
-
-  std::nullopt_t fail(std::string &error, const std::string &what = "") {
-    if (!what.empty())
-      setProblem(what);
-    error = "malformed layout '" + text + "': " + problem;
-    return std::nullopt;
-  }
-
-  const std::string &text;
-  size_t pos = 0;
-  std::string problem;
-};
-} // namespace
-
-std::optional<NdSbp> parseNdSbp(const std::string &text, std::string &error) {
-  return LayoutParser(text).parse(error);
 }
 
 int64_t Mesh::numDevices() const {
@@ -189,14 +90,14 @@ std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t 
 std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape) {
   std::ostringstream os;
   if (layout.size() != mesh.shape.size()) {
-    os << "layout " << toString(layout) << " has " << layout.size() << " entries but the mesh has "
-       << mesh.shape.size() << " axes";
+    os << layout.size() << (layout.size() == 1 ? " entry" : " entries") << " for a mesh of "
+       << mesh.shape.size() << (mesh.shape.size() == 1 ? " axis" : " axes");
     return os.str();
   }
   for (size_t i = 0; i < layout.size(); ++i)
     if (layout[i].isSplit() && layout[i].dim >= static_cast<int64_t>(shape.size())) {
-      os << "layout " << toString(layout) << " splits dimension " << layout[i].dim
-         << " on mesh axis '" << mesh.axes[i] << "' but the tensor has rank " << shape.size();
+      os << layout[i].str() << " on mesh axis '" << mesh.axes[i] << "' splits dimension "
+         << layout[i].dim << " of a rank-" << shape.size() << " tensor";
       return os.str();
     }
   // Sums of maxima are not maxima of sums: no op produces such a layout and
@@ -207,7 +108,7 @@ std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector
     max |= s.isPartial() && s.reduce == Sbp::Reduce::Max;
   }
   if (sum && max)
-    return "layout " + toString(layout) + " mixes P(sum) and P(max)";
+    return "P(sum) and P(max) cannot be mixed";
   std::vector<int64_t> factors = splitFactors(mesh, layout, shape.size());
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] % factors[d] != 0) {

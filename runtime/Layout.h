@@ -37,8 +37,6 @@ struct Sbp {
 using NdSbp = std::vector<Sbp>;
 /// "[S(0), B]".
 std::string toString(const NdSbp &layout);
-/// Parses "[S(0), B]" (or "S(0)" for one axis); nullopt with `error` set otherwise.
-std::optional<NdSbp> parseNdSbp(const std::string &text, std::string &error);
 
 /// An N-D mesh of devices; rank r has row-major coordinates (axis 0 outermost).
 struct Mesh {
@@ -65,7 +63,7 @@ std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t 
 
 /// Empty when `layout` fits a tensor of `shape` on `mesh` (one entry per
 /// axis, split dimensions in range and divisible, not both P(sum) and
-/// P(max)); otherwise what is wrong.
+/// P(max)); otherwise what is wrong, worded to follow "layout L: ".
 std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape);
 
 /// The block of the global tensor that a rank holds: for each dimension,

@@ -137,19 +137,19 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](SliceOp o) {
-        cpu::slice(f32(o.getInput()), shape(o.getInput()),
+        cpu::slice(f32(o.getInput()), sizeof(float), shape(o.getInput()),
                    {o.getStarts().begin(), o.getStarts().end()},
                    {o.getLimits().begin(), o.getLimits().end()}, outF32(o));
         return success();
       })
       .Case([&](ConcatOp o) {
-        std::vector<const float *> inputs;
+        std::vector<const void *> inputs;
         std::vector<cpu::Shape> shapes;
         for (Value v : o.getInputs()) {
           inputs.push_back(f32(v));
           shapes.push_back(shape(v));
         }
-        cpu::concat(inputs, shapes, o.getAxis(), outF32(o));
+        cpu::concat(inputs, sizeof(float), shapes, o.getAxis(), outF32(o));
         return success();
       })
       .Case([&](EmbeddingOp o) -> LogicalResult {

@@ -1,12 +1,14 @@
 // Reference CPU kernels. Clear loops in a fixed order (bit-identical run to
 // run); sums accumulate in double; GEMM goes to BLAS.
 #include "runtime/cpu/Kernels.h"
+#include "runtime/Tensor.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace sbprt::cpu {
@@ -18,12 +20,6 @@ static Shape stridesOf(const Shape &shape) {
   return strides;
 }
 
-static int64_t product(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 /// Visits every index of `shape` in row-major order, like an odometer, and
 /// calls `visit(i, offsets)` with the linear output index and, for each of
@@ -31,7 +27,7 @@ static int64_t product(const Shape &shape) {
 template <size_t N, typename Visit>
 static void walk(const Shape &shape, const std::array<Shape, N> &strides,
                  std::array<int64_t, N> offsets, Visit visit) {
-  int64_t rank = static_cast<int64_t>(shape.size()), n = product(shape);
+  int64_t rank = static_cast<int64_t>(shape.size()), n = numElements(shape);
   Shape index(rank, 0);
   for (int64_t i = 0; i < n; ++i) {
     visit(i, offsets);
@@ -138,9 +134,9 @@ void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vec
     perm.push_back(d);
     reducedCount *= shape[d];
   }
-  std::vector<float> moved(product(shape));
+  std::vector<float> moved(numElements(shape));
   transpose(in, shape, perm, moved.data());
-  int64_t rows = product(keptShape);
+  int64_t rows = numElements(keptShape);
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = moved.data() + r * reducedCount;
     if (kind == ReduceKind::Max) {
@@ -214,30 +210,35 @@ void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &
           [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = in[at[0]]; });
 }
 
-void slice(const float *in, const Shape &shape, const std::vector<int64_t> &starts,
-           const std::vector<int64_t> &limits, float *out) {
+void slice(const void *in, size_t elementBytes, const Shape &shape,
+           const std::vector<int64_t> &starts, const std::vector<int64_t> &limits, void *out) {
   Shape strides = stridesOf(shape), outShape;
-  int64_t src = 0;
+  int64_t start = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     outShape.push_back(limits[d] - starts[d]);
-    src += starts[d] * strides[d];
+    start += starts[d] * strides[d];
   }
-  walk<1>(outShape, {strides}, {src},
-          [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = in[at[0]]; });
+  const char *src = static_cast<const char *>(in);
+  char *dst = static_cast<char *>(out);
+  walk<1>(outShape, {strides}, {start}, [&](int64_t i, const std::array<int64_t, 1> &at) {
+    std::memcpy(dst + i * elementBytes, src + at[0] * elementBytes, elementBytes);
+  });
 }
 
-void concat(const std::vector<const float *> &inputs, const std::vector<Shape> &shapes,
-            int64_t axis, float *out) {
+void concat(const std::vector<const void *> &inputs, size_t elementBytes,
+            const std::vector<Shape> &shapes, int64_t axis, void *out) {
   // Every input contributes a contiguous run of shape[axis] * inner per outer index.
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= shapes[0][d];
   for (size_t d = axis + 1; d < shapes[0].size(); ++d)
     inner *= shapes[0][d];
+  char *dst = static_cast<char *>(out);
   for (int64_t o = 0; o < outer; ++o)
     for (size_t i = 0; i < inputs.size(); ++i) {
-      int64_t run = shapes[i][axis] * inner;
-      out = std::copy(inputs[i] + o * run, inputs[i] + (o + 1) * run, out);
+      size_t run = static_cast<size_t>(shapes[i][axis] * inner) * elementBytes;
+      std::memcpy(dst, static_cast<const char *>(inputs[i]) + o * run, run);
+      dst += run;
     }
 }
 
@@ -381,7 +382,7 @@ void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
   int64_t start = 0;
   for (size_t d = 0; d < shape.size(); ++d)
     start += low[d] * outStrides[d];
-  std::fill(out, out + product(outShape), 0.0f);
+  std::fill(out, out + numElements(outShape), 0.0f);
   walk<1>(shape, {outStrides}, {start},
           [&](int64_t i, const std::array<int64_t, 1> &at) { out[at[0]] = in[i]; });
 }

@@ -38,12 +38,15 @@ void layerNorm(const float *in, const float *scale, const float *bias, float *ou
 
 void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out);
 
-void slice(const float *in, const Shape &shape, const std::vector<int64_t> &starts,
-           const std::vector<int64_t> &limits, float *out);
+/// Keeps [starts[d], limits[d]) of every dimension; any element type of
+/// `elementBytes` bytes.
+void slice(const void *in, size_t elementBytes, const Shape &shape,
+           const std::vector<int64_t> &starts, const std::vector<int64_t> &limits, void *out);
 
-/// Concatenates along `axis`; `inputs[i]` has shape `shapes[i]`.
-void concat(const std::vector<const float *> &inputs, const std::vector<Shape> &shapes,
-            int64_t axis, float *out);
+/// Concatenates along `axis`; `inputs[i]` has shape `shapes[i]`; any element
+/// type of `elementBytes` bytes.
+void concat(const std::vector<const void *> &inputs, size_t elementBytes,
+            const std::vector<Shape> &shapes, int64_t axis, void *out);
 
 /// out[i, :] = table[ids[i], :]; false with `error` set when an id is out of range.
 bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,

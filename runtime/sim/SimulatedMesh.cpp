@@ -1,6 +1,8 @@
 // The simulated mesh: layouts and collectives on in-memory shards.
 #include "runtime/sim/SimulatedMesh.h"
 
+#include "runtime/cpu/Kernels.h"
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -10,45 +12,29 @@
 namespace sbprt::sim {
 namespace {
 
-/// Sizes of the dimensions before and after `dim`, in elements.
-std::pair<int64_t, int64_t> outerInner(const std::vector<int64_t> &shape, int64_t dim) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  return {outer, inner};
-}
-
 /// Part `index` of `parts` equal parts of `t` along `dim` (any dtype).
 Tensor chunk(const Tensor &t, int64_t dim, int64_t index, int64_t parts) {
+  std::vector<int64_t> starts(t.rank(), 0), limits = t.shape();
+  int64_t len = t.shape()[dim] / parts;
+  starts[dim] = index * len;
+  limits[dim] = starts[dim] + len;
   std::vector<int64_t> shape = t.shape();
-  int64_t len = shape[dim] / parts;
-  auto [outer, inner] = outerInner(shape, dim);
-  size_t elem = dtypeSize(t.dtype());
-  size_t run = len * inner * elem, stride = shape[dim] * inner * elem;
   shape[dim] = len;
   Tensor out(t.dtype(), shape);
-  const char *src = static_cast<const char *>(t.data()) + index * run;
-  char *dst = static_cast<char *>(out.data());
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * run, src + o * stride, run);
+  cpu::slice(t.data(), dtypeSize(t.dtype()), t.shape(), starts, limits, out.data());
   return out;
 }
 
 /// Concatenation of equal-shaped `parts` along `dim` (any dtype).
 Tensor concat(const std::vector<const Tensor *> &parts, int64_t dim) {
+  std::vector<const void *> data;
+  for (const Tensor *p : parts)
+    data.push_back(p->data());
   std::vector<int64_t> shape = parts[0]->shape();
-  auto [outer, inner] = outerInner(shape, dim);
-  size_t run = shape[dim] * inner * dtypeSize(parts[0]->dtype());
   shape[dim] *= static_cast<int64_t>(parts.size());
   Tensor out(parts[0]->dtype(), shape);
-  char *dst = static_cast<char *>(out.data());
-  for (int64_t o = 0; o < outer; ++o)
-    for (const Tensor *p : parts) {
-      std::memcpy(dst, static_cast<const char *>(p->data()) + o * run, run);
-      dst += run;
-    }
+  cpu::concat(data, dtypeSize(out.dtype()), std::vector<cpu::Shape>(parts.size(), parts[0]->shape()),
+              dim, out.data());
   return out;
 }
 

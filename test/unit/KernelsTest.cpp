@@ -264,7 +264,7 @@ TEST(KernelsTest, Slice) {
   std::vector<int64_t> starts = {1, 2, 3}, limits = {3, 5, 5};
   Shape outShape = {2, 3, 2};
   Values in = randomData(count(shape), 12), out(count(outShape));
-  slice(in.data(), shape, starts, limits, out.data());
+  slice(in.data(), sizeof(float), shape, starts, limits, out.data());
   Expected want = tabulate(outShape, [&](const Shape &index) {
     Shape inIndex = index;
     for (size_t d = 0; d < shape.size(); ++d)
@@ -277,7 +277,7 @@ TEST(KernelsTest, Slice) {
 void checkConcat(const std::vector<Shape> &shapes, int64_t axis) {
   SCOPED_TRACE(testing::Message() << "axis " << axis);
   std::vector<Values> data;
-  std::vector<const float *> inputs;
+  std::vector<const void *> inputs;
   Shape outShape = shapes[0];
   outShape[axis] = 0;
   data.reserve(shapes.size());
@@ -286,7 +286,7 @@ void checkConcat(const std::vector<Shape> &shapes, int64_t axis) {
     outShape[axis] += shapes[i][axis];
   }
   Values out(count(outShape));
-  concat(inputs, shapes, axis, out.data());
+  concat(inputs, sizeof(float), shapes, axis, out.data());
   Expected want = tabulate(outShape, [&](const Shape &index) {
     Shape inIndex = index;
     size_t which = 0;

@@ -51,19 +51,7 @@ SbpAttr SbpAttr::parseBare(AsmParser &parser) {
   return {};
 }
 
-void SbpAttr::printBare(raw_ostream &os) const {
-  switch (getKind()) {
-  case SbpKind::Broadcast:
-    os << "B";
-    return;
-  case SbpKind::Split:
-    os << "S(" << getDim() << ")";
-    return;
-  case SbpKind::Partial:
-    os << "P(" << stringifyReduceKind(getReduce()) << ")";
-    return;
-  }
-}
+void SbpAttr::printBare(raw_ostream &os) const { os << toSbp().str(); }
 
 Attribute SbpAttr::parse(AsmParser &parser, Type) {
   if (parser.parseLess())
@@ -102,11 +90,7 @@ NdSbpAttr NdSbpAttr::parseBare(AsmParser &parser) {
   return parser.getChecked<NdSbpAttr>(loc, parser.getContext(), axes);
 }
 
-void NdSbpAttr::printBare(raw_ostream &os) const {
-  os << "[";
-  llvm::interleaveComma(getAxes(), os, [&](SbpAttr a) { a.printBare(os); });
-  os << "]";
-}
+void NdSbpAttr::printBare(raw_ostream &os) const { os << sbprt::toString(toLayout()); }
 
 Attribute NdSbpAttr::parse(AsmParser &parser, Type) {
   if (parser.parseLess())
@@ -143,24 +127,9 @@ sbprt::Sbp SbpAttr::toSbp() const {
   return {};
 }
 
-SbpAttr SbpAttr::get(MLIRContext *ctx, const sbprt::Sbp &sbp) {
-  if (sbp.isSplit())
-    return split(ctx, sbp.dim);
-  if (sbp.isPartial())
-    return partial(ctx, sbp.reduce == sbprt::Sbp::Reduce::Sum ? ReduceKind::Sum : ReduceKind::Max);
-  return broadcast(ctx);
-}
-
 sbprt::NdSbp NdSbpAttr::toLayout() const {
   sbprt::NdSbp layout;
   for (SbpAttr axis : getAxes())
     layout.push_back(axis.toSbp());
   return layout;
-}
-
-NdSbpAttr NdSbpAttr::get(MLIRContext *ctx, const sbprt::NdSbp &layout) {
-  SmallVector<SbpAttr> axes;
-  for (const sbprt::Sbp &sbp : layout)
-    axes.push_back(SbpAttr::get(ctx, sbp));
-  return get(ctx, axes);
 }

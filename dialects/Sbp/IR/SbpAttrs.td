@@ -63,9 +63,8 @@ def Sbp_SbpAttr : AttrDef<Sbp_Dialect, "Sbp"> {
     /// Parses and prints the bare form `S(0)` used inside op syntax.
     static SbpAttr parseBare(::mlir::AsmParser &parser);
     void printBare(::llvm::raw_ostream &os) const;
-    /// Conversions to and from the runtime's plain layout.
+    /// The runtime's plain form (which also prints it).
     ::sbprt::Sbp toSbp() const;
-    static SbpAttr get(::mlir::MLIRContext *ctx, const ::sbprt::Sbp &sbp);
   }];
 }
 
@@ -88,7 +87,6 @@ def Sbp_NdSbpAttr : AttrDef<Sbp_Dialect, "NdSbp"> {
     static NdSbpAttr parseBare(::mlir::AsmParser &parser);
     void printBare(::llvm::raw_ostream &os) const;
     ::sbprt::NdSbp toLayout() const;
-    static NdSbpAttr get(::mlir::MLIRContext *ctx, const ::sbprt::NdSbp &layout);
   }];
 }
 

@@ -56,7 +56,8 @@ LogicalResult sbpc::sbp::verifyLayout(Operation *op, MeshOp mesh, NdSbpAttr layo
                                            {type.getShape().begin(), type.getShape().end()});
   if (problem.empty())
     return success();
-  return op->emitOpError() << role << " on mesh @" << mesh.getSymName() << ": " << problem;
+  return op->emitOpError() << role << " " << sbprt::toString(layout.toLayout()) << " on mesh @"
+                           << mesh.getSymName() << ": " << problem;
 }
 
 static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr name,

@@ -39,7 +39,7 @@ sbp.mesh @m axes ["a", "b"] shape [4294967296, 4294967296]
 // Tests that a layout has one entry per mesh axis.
 sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
 func.func @arity(%x: tensor<8x64xf32>) {
-  // expected-error @+1 {{'sbp.constraint' op layout on mesh @m: layout [S(0)] has 1 entries but the mesh has 2 axes}}
+  // expected-error @+1 {{'sbp.constraint' op layout [S(0)] on mesh @m: 1 entry for a mesh of 2 axes}}
   %0 = sbp.constraint %x mesh @m [S(0)] : tensor<8x64xf32>
   return
 }
@@ -49,7 +49,7 @@ func.func @arity(%x: tensor<8x64xf32>) {
 // Tests that split dimensions are in range.
 sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
 func.func @split_range(%x: tensor<8x64xf32>) {
-  // expected-error @+1 {{'sbp.constraint' op layout on mesh @m: layout [S(0), S(2)] splits dimension 2 on mesh axis 'tp' but the tensor has rank 2}}
+  // expected-error @+1 {{'sbp.constraint' op layout [S(0), S(2)] on mesh @m: S(2) on mesh axis 'tp' splits dimension 2 of a rank-2 tensor}}
   %0 = sbp.constraint %x mesh @m [S(0), S(2)] : tensor<8x64xf32>
   return
 }
@@ -59,7 +59,7 @@ func.func @split_range(%x: tensor<8x64xf32>) {
 // Tests that a split dimension must divide evenly.
 sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
 func.func @divisible(%x: tensor<8x6xf32>) {
-  // expected-error @+1 {{'sbp.constraint' op layout on mesh @m: dimension 1 of size 6 is not divisible by mesh axis 'tp' of size 4}}
+  // expected-error @+1 {{'sbp.constraint' op layout [B, S(1)] on mesh @m: dimension 1 of size 6 is not divisible by mesh axis 'tp' of size 4}}
   %0 = sbp.constraint %x mesh @m [B, S(1)] : tensor<8x6xf32>
   return
 }
@@ -69,7 +69,7 @@ func.func @divisible(%x: tensor<8x6xf32>) {
 // Tests that two axes splitting one dimension need their product to divide it.
 sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
 func.func @divisible_product(%x: tensor<4x6xf32>) {
-  // expected-error @+1 {{'sbp.boxing' op source layout on mesh @m: dimension 0 of size 4 is not divisible by mesh axis 'dp' x 'tp' of size 8}}
+  // expected-error @+1 {{'sbp.boxing' op source layout [S(0), S(0)] on mesh @m: dimension 0 of size 4 is not divisible by mesh axis 'dp' x 'tp' of size 8}}
   %0 = sbp.boxing %x mesh @m from [S(0), S(0)] to [B, B] : tensor<4x6xf32>
   return
 }
@@ -79,7 +79,7 @@ func.func @divisible_product(%x: tensor<4x6xf32>) {
 // Tests that the target layout of a boxing is checked too.
 sbp.mesh @m axes ["x"] shape [3]
 func.func @boxing_target(%x: tensor<6x4xf32>) {
-  // expected-error @+1 {{'sbp.boxing' op target layout on mesh @m: dimension 1 of size 4 is not divisible by mesh axis 'x' of size 3}}
+  // expected-error @+1 {{'sbp.boxing' op target layout [S(1)] on mesh @m: dimension 1 of size 4 is not divisible by mesh axis 'x' of size 3}}
   %0 = sbp.boxing %x mesh @m from [S(0)] to [S(1)] : tensor<6x4xf32>
   return
 }
@@ -148,7 +148,7 @@ func.func @type_change(%x: tensor<8xf32>) {
 // Tests that a layout may not mix partial sums and partial maxima.
 sbp.mesh @m axes ["a", "b"] shape [2, 2]
 func.func @mixed_partials(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'sbp.constraint' op layout on mesh @m: layout [P(sum), P(max)] mixes P(sum) and P(max)}}
+  // expected-error @+1 {{'sbp.constraint' op layout [P(sum), P(max)] on mesh @m: P(sum) and P(max) cannot be mixed}}
   %0 = sbp.constraint %x mesh @m [P(sum), P(max)] : tensor<8xf32>
   return
 }
