@@ -1,4 +1,5 @@
 // sbpc-opt: the mlir-opt-style driver with sbpc's dialects and passes.
+#include "compiler/Sbp/Signatures.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -8,6 +9,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<sbpc::graph::GraphDialect, sbpc::sbp::SbpDialect, mlir::func::FuncDialect>();
+  sbpc::registerGraphSbpModels(registry);
   // Generic clean-ups that are useful on any graph; sbpc's own passes join here.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -1,5 +1,6 @@
 // sbpc: the command-line tool; flags map to the commands in compiler/Driver.
 #include "compiler/Driver/Commands.h"
+#include "compiler/Sbp/Signatures.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
@@ -99,7 +100,9 @@ int main(int argc, char **argv) {
                               "  sbpc gen gpt|mlp [options] -o model.mlir [--params p.safetensors]\n"
                               "  sbpc run model.mlir --params p.safetensors --input NAME=FILE.npy "
                               "--output-dir DIR\n");
-  MLIRContext ctx;
+  DialectRegistry registry;
+  sbpc::registerGraphSbpModels(registry);
+  MLIRContext ctx(registry);
   // Diagnostics are one line each; the op dump belongs in sbpc-opt, not here.
   ctx.printOpOnDiagnostic(false);
   ctx.loadDialect<sbpc::graph::GraphDialect, sbpc::sbp::SbpDialect, func::FuncDialect>();

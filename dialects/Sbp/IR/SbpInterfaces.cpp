@@ -1,0 +1,4 @@
+// SbpOpInterface definitions.
+#include "dialects/Sbp/IR/SbpInterfaces.h"
+
+#include "dialects/Sbp/IR/SbpInterfaces.cpp.inc"
