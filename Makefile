@@ -45,10 +45,11 @@ test: build
 demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo
 
-# Refresh the dialect reference in docs/dialects/ from ODS.
+# Refresh the dialect and pass references in docs/ from ODS.
 docs: build
 	@cp $(BUILD)/dialects/Graph/IR/GraphDialect.md docs/dialects/graph.md
 	@cp $(BUILD)/dialects/Sbp/IR/SbpDialect.md docs/dialects/sbp.md
+	@cp $(BUILD)/passes/Sbp/Passes.md docs/passes.md
 	@echo "docs/dialects/ updated"
 
 clean:

@@ -2,6 +2,7 @@
 #include "compiler/Sbp/Signatures.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
+#include "passes/Sbp/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -13,6 +14,7 @@ int main(int argc, char **argv) {
   // Generic clean-ups that are useful on any graph; sbpc's own passes join here.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
+  sbpc::sbp::registerSbpPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "sbpc optimizer driver\n", registry));
 }

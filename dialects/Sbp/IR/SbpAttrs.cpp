@@ -133,3 +133,13 @@ sbprt::NdSbp NdSbpAttr::toLayout() const {
     layout.push_back(axis.toSbp());
   return layout;
 }
+
+NdSbpAttr NdSbpAttr::get(MLIRContext *ctx, const sbprt::NdSbp &layout) {
+  SmallVector<SbpAttr> axes;
+  for (const sbprt::Sbp &sbp : layout) {
+    SbpKind kind = sbp.isSplit() ? SbpKind::Split : sbp.isPartial() ? SbpKind::Partial : SbpKind::Broadcast;
+    ReduceKind reduce = sbp.reduce == sbprt::Sbp::Reduce::Sum ? ReduceKind::Sum : ReduceKind::Max;
+    axes.push_back(SbpAttr::get(ctx, kind, sbp.dim, reduce));
+  }
+  return get(ctx, axes);
+}

@@ -87,6 +87,7 @@ def Sbp_NdSbpAttr : AttrDef<Sbp_Dialect, "NdSbp"> {
     static NdSbpAttr parseBare(::mlir::AsmParser &parser);
     void printBare(::llvm::raw_ostream &os) const;
     ::sbprt::NdSbp toLayout() const;
+    static NdSbpAttr get(::mlir::MLIRContext *ctx, const ::sbprt::NdSbp &layout);
   }];
 }
 

@@ -69,6 +69,7 @@ def Sbp_BoxingOp : Sbp_LayoutOp<"boxing"> {
   let arguments = (ins StaticShapeTensorOf<[F32, I64]>:$input,
                        FlatSymbolRefAttr:$mesh, Sbp_NdSbpAttr:$from, Sbp_NdSbpAttr:$to,
                        OptionalAttr<StrAttr>:$collective,
+                       OptionalAttr<StrArrayAttr>:$mesh_axes,
                        OptionalAttr<I64Attr>:$bytes_per_rank,
                        OptionalAttr<StrAttr>:$reason);
   let results = (outs StaticShapeTensorOf<[F32, I64]>:$result);

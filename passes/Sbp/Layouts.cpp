@@ -1,0 +1,105 @@
+// Shared helpers of the SBP passes.
+#include "passes/Sbp/Layouts.h"
+
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+
+namespace sbpc::sbp {
+
+FailureOr<MeshOp> findMesh(ModuleOp module) {
+  auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+  if (meshes.size() != 1)
+    return module.emitError() << "expected exactly one sbp.mesh in the module, found "
+                              << meshes.size();
+  return meshes.front();
+}
+
+std::optional<sbprt::NdSbp> layoutOf(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (!fn)
+      return std::nullopt;
+    if (auto layout = fn.getArgAttrOfType<NdSbpAttr>(arg.getArgNumber(), kArgLayout))
+      return layout.toLayout();
+    return std::nullopt;
+  }
+  Operation *producer = value.getDefiningOp();
+  if (auto boxing = dyn_cast<BoxingOp>(producer))
+    return boxing.getTo().toLayout();
+  if (auto constraint = dyn_cast<ConstraintOp>(producer))
+    return constraint.getLayout().toLayout();
+  auto results = producer->getAttrOfType<ArrayAttr>(kResultLayouts);
+  unsigned index = cast<OpResult>(value).getResultNumber();
+  if (!results || index >= results.size())
+    return std::nullopt;
+  if (auto layout = dyn_cast<NdSbpAttr>(results[index]))
+    return layout.toLayout();
+  return std::nullopt;
+}
+
+void setSignature(Operation *op, ArrayRef<sbprt::NdSbp> operands,
+                  ArrayRef<sbprt::NdSbp> results) {
+  MLIRContext *ctx = op->getContext();
+  auto toArray = [&](ArrayRef<sbprt::NdSbp> layouts) {
+    SmallVector<Attribute> attrs;
+    for (const sbprt::NdSbp &layout : layouts)
+      attrs.push_back(NdSbpAttr::get(ctx, layout));
+    return ArrayAttr::get(ctx, attrs);
+  };
+  op->setAttr(kOperandLayouts, toArray(operands));
+  op->setAttr(kResultLayouts, toArray(results));
+}
+
+std::vector<int64_t> shapeOf(Value value) {
+  auto shape = cast<RankedTensorType>(value.getType()).getShape();
+  return {shape.begin(), shape.end()};
+}
+
+size_t elementBytes(Value value) {
+  return cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() / 8;
+}
+
+const BoxingPlan &BoxingPlans::get(Value value, const sbprt::NdSbp &from,
+                                   const sbprt::NdSbp &to) {
+  std::vector<int64_t> shape = shapeOf(value);
+  std::string key = sbprt::toString(from) + sbprt::toString(to) + sbprt::shapeToString(shape) +
+                    std::to_string(elementBytes(value));
+  auto it = plans.find(key);
+  if (it != plans.end())
+    return it->second;
+  std::string error;
+  std::optional<BoxingPlan> plan =
+      planBoxing(mesh, from, to, shape, elementBytes(value), cluster, error);
+  // Both layouts were checked where they were chosen; a plan always exists.
+  return plans[key] = plan ? *plan : BoxingPlan{};
+}
+
+std::string collectivesOf(const BoxingPlan &plan) {
+  std::string text;
+  for (const BoxingStep &step : plan.steps)
+    text += (text.empty() ? "" : " + ") + step.collective;
+  return text.empty() ? "none" : text;
+}
+
+std::vector<std::string> meshAxesOf(const BoxingPlan &plan, const sbprt::Mesh &mesh) {
+  std::vector<std::string> axes;
+  for (const BoxingStep &step : plan.steps)
+    if (std::find(axes.begin(), axes.end(), mesh.axes[step.hop.axis]) == axes.end())
+      axes.push_back(mesh.axes[step.hop.axis]);
+  return axes;
+}
+
+std::string describeLocation(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (llvm::sys::path::filename(file.getFilename().getValue()) + ":" +
+            Twine(file.getLine()) + ":" + Twine(file.getColumn()))
+        .str();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return describeLocation(name.getChildLoc());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? "?" : describeLocation(fused.getLocations().front());
+  return "an unknown location";
+}
+
+} // namespace sbpc::sbp

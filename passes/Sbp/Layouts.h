@@ -1,0 +1,61 @@
+// What the SBP passes share: the attributes that record layouts, the mesh a
+// function runs on, and boxing plans with their descriptions.
+#pragma once
+
+#include "compiler/Cost/CostModel.h"
+#include "compiler/Sbp/BoxingPlanner.h"
+#include "dialects/Sbp/IR/SbpOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <map>
+#include <optional>
+
+namespace sbpc::sbp {
+
+/// Op attributes: one #sbp.nd per operand / result, the chosen signature.
+constexpr llvm::StringLiteral kOperandLayouts = "sbp.operand_layouts";
+constexpr llvm::StringLiteral kResultLayouts = "sbp.result_layouts";
+/// Function argument attribute: the argument's layout.
+constexpr llvm::StringLiteral kArgLayout = "sbp.layout";
+/// Function attribute: the mesh the function runs on.
+constexpr llvm::StringLiteral kFuncMesh = "sbp.mesh";
+
+/// The module's only sbp.mesh; an error at the module otherwise.
+mlir::FailureOr<MeshOp> findMesh(mlir::ModuleOp module);
+
+/// The layout `value` has after propagation (from its producer's result
+/// layouts, a boxing or constraint, or its argument attribute), if any.
+std::optional<sbprt::NdSbp> layoutOf(mlir::Value value);
+
+/// Stores a chosen signature on an op.
+void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
+                  llvm::ArrayRef<sbprt::NdSbp> results);
+
+/// The shape and element size of a tensor value.
+std::vector<int64_t> shapeOf(mlir::Value value);
+size_t elementBytes(mlir::Value value);
+
+/// Boxing plans, memoized: a graph asks for the same few changes many times.
+class BoxingPlans {
+public:
+  BoxingPlans(const sbprt::Mesh &mesh, const Cluster &cluster) : mesh(mesh), cluster(cluster) {}
+  /// The cheapest plan to change `value` from `from` to `to`.
+  const BoxingPlan &get(mlir::Value value, const sbprt::NdSbp &from, const sbprt::NdSbp &to);
+
+private:
+  const sbprt::Mesh &mesh;
+  const Cluster &cluster;
+  std::map<std::string, BoxingPlan> plans;
+};
+
+/// "all-reduce" or "all-reduce + all-gather": the plan's collectives.
+std::string collectivesOf(const BoxingPlan &plan);
+/// The mesh axes the plan communicates over, in order, each once.
+std::vector<std::string> meshAxesOf(const BoxingPlan &plan, const sbprt::Mesh &mesh);
+
+/// "m.mlir:7:8": a location as a person reads it (file name without its directory).
+std::string describeLocation(mlir::Location loc);
+
+} // namespace sbpc::sbp

@@ -1,0 +1,64 @@
+//===- Passes.td - SBP passes ------------------------------*- tablegen -*-===//
+
+#ifndef SBPC_SBP_PASSES
+#define SBPC_SBP_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def SbpPropagate : Pass<"sbp-propagate", "mlir::ModuleOp"> {
+  let summary = "gives every value an nd-SBP layout, starting from seeds";
+  let description = [{
+    Walks each function in order and gives every op the signature (a layout
+    per operand and result, see SbpOpInterface) that is cheapest given the
+    layouts its operands already have: compute time on the local shapes
+    plus the boxing needed to bring each operand into the required layout.
+    Seeds are `sbp.constraint` ops and `sbp.layout` argument attributes; an
+    argument without a seed takes the layout its first consumer wants, at
+    no cost. The choice is deterministic (ties go to the first signature).
+
+    Before:
+    ```mlir
+    sbp.mesh @m axes ["dp"] shape [2]
+    func.func @f(%x: tensor<8x4xf32>, %w: tensor<4x4xf32>) -> tensor<8x4xf32> {
+      %xs = sbp.constraint %x mesh @m [S(0)] : tensor<8x4xf32>
+      %y = graph.matmul %xs, %w : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+      return %y : tensor<8x4xf32>
+    }
+    ```
+    After: the function gets `sbp.mesh = @m`, `%x` gets `sbp.layout =
+    #sbp.nd<[S(0)]>`, `%w` `#sbp.nd<[B]>`, and the matmul
+    `sbp.operand_layouts = [#sbp.nd<[S(0)]>, #sbp.nd<[B]>]`,
+    `sbp.result_layouts = [#sbp.nd<[S(0)]>]`.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
+           "Cluster preset name or JSON file for the cost model">,
+  ];
+  let dependentDialects = ["::sbpc::sbp::SbpDialect"];
+}
+
+def SbpInsertBoxing : Pass<"sbp-insert-boxing", "mlir::ModuleOp"> {
+  let summary = "makes every change of layout an explicit sbp.boxing";
+  let description = [{
+    After `--sbp-propagate`, wherever a value's layout differs from the
+    layout its consumer's signature needs, inserts an `sbp.boxing` with the
+    cheapest plan's collectives, mesh axes and bytes per rank, and the
+    reason: the consumer, its location and the operand. `sbp.constraint`
+    ops become boxings where their operand is laid out otherwise, and
+    disappear where it already is.
+
+    ```mlir
+    %0 = sbp.boxing %y mesh @m from [P(sum)] to [B] {bytes_per_rank = 96 : i64,
+        collective = "all-reduce", mesh_axes = ["tp"],
+        reason = "consumer 'graph.gelu' at m.mlir:7:8 needs [B] for operand 0"}
+        : tensor<8x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
+           "Cluster preset name or JSON file for the cost model">,
+  ];
+  let dependentDialects = ["::sbpc::sbp::SbpDialect"];
+}
+
+#endif // SBPC_SBP_PASSES

@@ -1,0 +1,132 @@
+// --sbp-propagate: gives every value a layout, greedily in program order.
+//
+// Each op takes the signature minimizing its compute time on local shapes
+// plus the boxing its operands need from the layouts they already have.
+// Values without a layout yet (unseeded arguments) take what their first
+// consumer wants at no cost. One pass over the ops; per op, the cost of
+// every nd signature (a few dozen) with memoized boxing plans.
+#include "compiler/Sbp/Signatures.h"
+#include "passes/Sbp/Layouts.h"
+#include "passes/Sbp/Passes.h"
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+namespace sbpc::sbp {
+#define GEN_PASS_DEF_SBPPROPAGATE
+#include "passes/Sbp/Passes.h.inc"
+} // namespace sbpc::sbp
+
+using namespace mlir;
+using namespace sbpc;
+using namespace sbpc::sbp;
+
+namespace {
+
+/// Compute time of `op` under `sig`: its FLOPs and the bytes it touches on
+/// the local shapes.
+double computeCost(Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
+                   const Cluster &cluster) {
+  std::vector<Shape> operands, results;
+  double bytes = 0;
+  auto local = [&](Value v, const sbprt::NdSbp &layout, std::vector<Shape> &out) {
+    std::vector<int64_t> shape = localShape(mesh, layout, shapeOf(v));
+    bytes += static_cast<double>(elementBytes(v)) * sbprt::numElements(shape);
+    out.emplace_back(shape.begin(), shape.end());
+  };
+  for (auto [v, layout] : llvm::zip(op->getOperands(), sig.operands))
+    local(v, layout, operands);
+  for (auto [v, layout] : llvm::zip(op->getResults(), sig.results))
+    local(v, layout, results);
+  double flops = cast<SbpOpInterface>(op).getFlops(operands, results);
+  return computeSeconds(cluster, flops, bytes);
+}
+
+class SbpPropagatePass : public sbpc::sbp::impl::SbpPropagateBase<SbpPropagatePass> {
+public:
+  using SbpPropagateBase::SbpPropagateBase;
+
+  void runOnOperation() override {
+    std::string error;
+    std::optional<Cluster> loaded = loadCluster(cluster, error);
+    if (!loaded) {
+      getOperation().emitError() << error;
+      return signalPassFailure();
+    }
+    FailureOr<MeshOp> meshOp = findMesh(getOperation());
+    if (failed(meshOp))
+      return signalPassFailure();
+    sbprt::Mesh mesh = meshOp->toMesh();
+    BoxingPlans plans(mesh, *loaded);
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (!fn.isExternal() && failed(propagate(fn, *meshOp, mesh, *loaded, plans)))
+        return signalPassFailure();
+  }
+
+private:
+  LogicalResult propagate(func::FuncOp fn, MeshOp meshOp, const sbprt::Mesh &mesh,
+                          const Cluster &cluster, BoxingPlans &plans);
+};
+
+LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, MeshOp meshOp, const sbprt::Mesh &mesh,
+                                          const Cluster &cluster, BoxingPlans &plans) {
+  llvm::DenseMap<Value, sbprt::NdSbp> layouts;
+  for (BlockArgument arg : fn.getArguments())
+    if (std::optional<sbprt::NdSbp> seed = layoutOf(arg)) {
+      std::string problem = sbprt::checkLayout(mesh, *seed, shapeOf(arg));
+      if (!problem.empty())
+        return emitError(arg.getLoc()) << "argument #" << arg.getArgNumber() << " layout "
+                                       << sbprt::toString(*seed) << ": " << problem;
+      layouts[arg] = *seed;
+    }
+
+  for (Operation &op : fn.getBody().front()) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    if (auto constraint = dyn_cast<ConstraintOp>(op)) {
+      sbprt::NdSbp seed = constraint.getLayout().toLayout();
+      layouts[constraint.getResult()] = seed;
+      layouts.try_emplace(constraint.getInput(), seed); // a free value takes the seed
+      continue;
+    }
+    if (auto boxing = dyn_cast<BoxingOp>(op)) {
+      layouts[boxing.getResult()] = boxing.getTo().toLayout();
+      layouts.try_emplace(boxing.getInput(), boxing.getFrom().toLayout());
+      continue;
+    }
+    std::vector<NdSignature> candidates = ndSignatures(&op, mesh);
+    if (candidates.empty())
+      return op.emitOpError() << "has no SBP signature on mesh @" << meshOp.getSymName();
+
+    const NdSignature *best = nullptr;
+    double bestCost = 0;
+    for (const NdSignature &sig : candidates) {
+      double cost = computeCost(&op, sig, mesh, cluster);
+      for (auto [operand, wanted] : llvm::zip(op.getOperands(), sig.operands)) {
+        auto have = layouts.find(operand);
+        if (have != layouts.end() && have->second != wanted)
+          cost += plans.get(operand, have->second, wanted).seconds;
+      }
+      if (!best || cost < bestCost) {
+        best = &sig;
+        bestCost = cost;
+      }
+    }
+    for (auto [operand, wanted] : llvm::zip(op.getOperands(), best->operands))
+      layouts.try_emplace(operand, wanted);
+    for (auto [result, layout] : llvm::zip(op.getResults(), best->results))
+      layouts[result] = layout;
+    setSignature(&op, best->operands, best->results);
+  }
+
+  MLIRContext *ctx = fn.getContext();
+  for (BlockArgument arg : fn.getArguments()) {
+    auto it = layouts.find(arg);
+    sbprt::NdSbp layout = it != layouts.end() ? it->second
+                                              : sbprt::NdSbp(mesh.shape.size(), sbprt::Sbp::broadcast());
+    fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+  }
+  fn->setAttr(kFuncMesh, FlatSymbolRefAttr::get(meshOp.getSymNameAttr()));
+  return success();
+}
+
+} // namespace
