@@ -1,8 +1,10 @@
 // The 1-D SBP rules of the graph ops (SbpOpInterface external models).
 //
 // A rule may list a signature only if running the same op on each device's
-// local operands yields that device's local results; test/unit's signature
-// test checks every listed signature numerically on a simulated mesh.
+// local operands (with sizes in attributes made local, see
+// cloneWithLocalShapes) yields that device's local results; test/unit's
+// signature test checks every listed signature numerically on a simulated
+// mesh.
 // Partial sums pass through ops linear in that operand; partial maxima pass
 // through ops monotone over all reals (exp, tanh, relu) and through data
 // movement.
@@ -285,6 +287,24 @@ template <typename... Ops> void attachAll(MLIRContext *ctx) {
 }
 
 } // namespace
+
+Operation *sbpc::cloneWithLocalShapes(OpBuilder &b, Operation *op, IRMapping &operands,
+                                      TypeRange resultTypes) {
+  Operation *local = b.clone(*op, operands);
+  for (auto [result, type] : llvm::zip(local->getResults(), resultTypes))
+    result.setType(type);
+  if (auto slice = dyn_cast<SliceOp>(local)) {
+    // A dimension kept whole stays whole: its limit is the local size.
+    ArrayRef<int64_t> global = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
+    ArrayRef<int64_t> shape = slice.getInput().getType().getShape();
+    SmallVector<int64_t> limits(slice.getLimits());
+    for (size_t d = 0; d < limits.size(); ++d)
+      if (slice.getStarts()[d] == 0 && limits[d] == global[d])
+        limits[d] = shape[d];
+    slice.setLimits(limits);
+  }
+  return local;
+}
 
 void sbpc::registerGraphSbpModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, GraphDialect *) {

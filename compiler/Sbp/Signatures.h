@@ -5,7 +5,9 @@
 #include "dialects/Sbp/IR/SbpInterfaces.h"
 #include "runtime/Layout.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Operation.h"
 
 #include <vector>
@@ -25,6 +27,14 @@ struct NdSignature {
 /// and keep only splits that divide. Layouts that mix P(sum) and P(max) are
 /// dropped. Empty when the op has no SbpOpInterface.
 std::vector<NdSignature> ndSignatures(mlir::Operation *op, const sbprt::Mesh &mesh);
+
+/// Clones `op` to run on one device: operands mapped through `operands`
+/// (already of local types), results of `resultTypes`, and attributes that
+/// spell global sizes rewritten for the local shapes (a slice's limits on
+/// dimensions it keeps whole). This is how every signature's local
+/// computation is formed.
+mlir::Operation *cloneWithLocalShapes(mlir::OpBuilder &b, mlir::Operation *op,
+                                      mlir::IRMapping &operands, mlir::TypeRange resultTypes);
 
 /// The local shape of a value of global `shape` laid out as `layout`.
 std::vector<int64_t> localShape(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout,
