@@ -3,6 +3,7 @@
 
 #include "compiler/Model/ModelSignature.h"
 #include "compiler/Reference/Evaluator.h"
+#include "compiler/Report/Report.h"
 #include "compiler/Support/Diagnostics.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/Safetensors.h"
@@ -45,7 +46,7 @@ LogicalResult sbpc::runGen(MLIRContext &ctx, const GenCommand &command) {
   return success();
 }
 
-static OwningOpRef<ModuleOp> parseModel(const std::string &path, MLIRContext &ctx) {
+OwningOpRef<ModuleOp> sbpc::parseModelFile(const std::string &path, MLIRContext &ctx) {
   std::string error;
   auto buffer = openInputFile(path, &error);
   if (!buffer) {
@@ -66,7 +67,7 @@ LogicalResult sbpc::runReference(MLIRContext &ctx, const RunCommand &command) {
     if (!inputs.emplace(name.str(), path.str()).second)
       return reportError("--input '" + name.str() + "' is given twice");
   }
-  OwningOpRef<ModuleOp> module = parseModel(command.modelPath, ctx);
+  OwningOpRef<ModuleOp> module = parseModelFile(command.modelPath, ctx);
   if (!module)
     return failure();
   FailureOr<ModelSignature> signature = getModelSignature(*module);
@@ -98,5 +99,19 @@ LogicalResult sbpc::runReference(MLIRContext &ctx, const RunCommand &command) {
       return reportError(error);
     llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(tensor.shape()) << "\n";
   }
+  return success();
+}
+
+LogicalResult sbpc::runExplain(const std::string &reportPath) {
+  std::string error;
+  auto buffer = openInputFile(reportPath, &error);
+  if (!buffer)
+    return reportError(reportPath + ": " + error);
+  nlohmann::json report =
+      nlohmann::json::parse(buffer->getBuffer().str(), nullptr, /*allow_exceptions=*/false);
+  if (report.is_discarded())
+    return reportError(reportPath + ": not valid JSON");
+  if (failed(explainReport(report, llvm::outs(), error)))
+    return reportError(reportPath + ": not an sbpc report: " + error);
   return success();
 }

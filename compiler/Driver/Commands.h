@@ -3,13 +3,18 @@
 
 #include "compiler/Gen/ModelGen.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
 
 #include <map>
 #include <string>
 #include <variant>
 
 namespace sbpc {
+
+/// Parses a model file; diagnostics go to the context's handler.
+mlir::OwningOpRef<mlir::ModuleOp> parseModelFile(const std::string &path, mlir::MLIRContext &ctx);
 
 struct GenCommand {
   std::variant<GptOptions, MlpOptions> model;
@@ -33,5 +38,8 @@ struct RunCommand {
 /// Evaluates a model with the reference evaluator and writes every result
 /// as <outputDir>/<name>.npy, printing one line per file.
 mlir::LogicalResult runReference(mlir::MLIRContext &ctx, const RunCommand &command);
+
+/// Prints report.json for a person; a one-line error if it is not a report.
+mlir::LogicalResult runExplain(const std::string &reportPath);
 
 } // namespace sbpc

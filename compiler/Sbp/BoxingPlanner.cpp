@@ -38,8 +38,14 @@ BoxingStep costHop(const sbprt::Mesh &mesh, const NdSbp &current, const Hop &hop
     step.bytesPerRank = (p - 1) * t / (static_cast<double>(p) * p);
     steps = p - 1;
   }
-  step.seconds = steps ? collectiveSeconds(cluster.linkOf(mesh, hop.axis), steps, step.bytesPerRank)
-                       : 0.0;
+  if (steps) {
+    step.seconds = collectiveSeconds(cluster.linkOf(mesh, hop.axis), steps, step.bytesPerRank);
+  } else if (step.collective != "none") {
+    // Local changes send nothing but still copy: a slice writes its part,
+    // a zero-pad or keep-one writes the whole group tensor.
+    double written = step.collective == "local-slice" ? t / p : t;
+    step.seconds = 2.0 * written / cluster.memoryBandwidth;
+  }
   return step;
 }
 

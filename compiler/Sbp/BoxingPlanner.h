@@ -26,8 +26,9 @@ struct BoxingPlan {
 };
 
 /// The cost of one hop on its axis: the collective, the bytes each rank
-/// sends (ring algorithms), and the α-β time. `current` is the layout
-/// before the hop, `tensorBytes` the size of the global tensor.
+/// sends (ring algorithms), and the α-β time, or for a local change (a
+/// slice, a zero-pad) the time of its memory traffic. `current` is the
+/// layout before the hop, `tensorBytes` the size of the global tensor.
 BoxingStep costHop(const sbprt::Mesh &mesh, const sbprt::NdSbp &current,
                    const sbprt::sim::Hop &hop, double tensorBytes, const Cluster &cluster);
 

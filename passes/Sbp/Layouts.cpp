@@ -60,6 +60,23 @@ size_t elementBytes(Value value) {
   return cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() / 8;
 }
 
+double computeSecondsOf(Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
+                        const Cluster &cluster) {
+  std::vector<Shape> operands, results;
+  double bytes = 0;
+  auto local = [&](Value v, const sbprt::NdSbp &layout, std::vector<Shape> &out) {
+    std::vector<int64_t> shape = localShape(mesh, layout, shapeOf(v));
+    bytes += static_cast<double>(elementBytes(v)) * sbprt::numElements(shape);
+    out.emplace_back(shape.begin(), shape.end());
+  };
+  for (auto [v, layout] : llvm::zip(op->getOperands(), sig.operands))
+    local(v, layout, operands);
+  for (auto [v, layout] : llvm::zip(op->getResults(), sig.results))
+    local(v, layout, results);
+  double flops = cast<SbpOpInterface>(op).getFlops(operands, results);
+  return computeSeconds(cluster, flops, bytes);
+}
+
 const BoxingPlan &BoxingPlans::get(Value value, const sbprt::NdSbp &from,
                                    const sbprt::NdSbp &to) {
   std::vector<int64_t> shape = shapeOf(value);

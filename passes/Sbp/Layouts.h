@@ -4,6 +4,7 @@
 
 #include "compiler/Cost/CostModel.h"
 #include "compiler/Sbp/BoxingPlanner.h"
+#include "compiler/Sbp/Signatures.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,6 +37,11 @@ void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
 /// The shape and element size of a tensor value.
 std::vector<int64_t> shapeOf(mlir::Value value);
 size_t elementBytes(mlir::Value value);
+
+/// Compute time of `op` under `sig`: its FLOPs and the bytes it touches on
+/// the local shapes.
+double computeSecondsOf(mlir::Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
+                        const Cluster &cluster);
 
 /// Boxing plans, memoized: a graph asks for the same few changes many times.
 class BoxingPlans {

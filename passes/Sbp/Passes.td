@@ -9,9 +9,10 @@ def SbpPropagate : Pass<"sbp-propagate", "mlir::ModuleOp"> {
   let summary = "gives every value an nd-SBP layout, starting from seeds";
   let description = [{
     Walks each function in order and gives every op the signature (a layout
-    per operand and result, see SbpOpInterface) that is cheapest given the
-    layouts its operands already have: compute time on the local shapes
-    plus the boxing needed to bring each operand into the required layout.
+    per operand and result, see SbpOpInterface) most consistent with the
+    layouts its operands already have: the least boxing time to bring each
+    operand into the required layout, then the least compute time on the
+    local shapes.
     Seeds are `sbp.constraint` ops and `sbp.layout` argument attributes; an
     argument without a seed takes the layout its first consumer wants, at
     no cost. The choice is deterministic (ties go to the first signature).

@@ -1,9 +1,11 @@
 // --sbp-propagate: gives every value a layout, greedily in program order.
 //
-// Each op takes the signature minimizing its compute time on local shapes
-// plus the boxing its operands need from the layouts they already have.
-// Values without a layout yet (unseeded arguments) take what their first
-// consumer wants at no cost. One pass over the ops; per op, the cost of
+// Propagation is consistency with the neighbours, not optimization: each op
+// takes the signature that needs the least boxing (α-β time) from the
+// layouts its operands already have, then the least compute on local
+// shapes. Trading compute for communication across the graph is the
+// search's job. Values without a layout yet (unseeded arguments) take what
+// their first consumer wants at no cost. One pass over the ops; per op,
 // every nd signature (a few dozen) with memoized boxing plans.
 #include "compiler/Sbp/Signatures.h"
 #include "passes/Sbp/Layouts.h"
@@ -21,25 +23,6 @@ using namespace sbpc;
 using namespace sbpc::sbp;
 
 namespace {
-
-/// Compute time of `op` under `sig`: its FLOPs and the bytes it touches on
-/// the local shapes.
-double computeCost(Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
-                   const Cluster &cluster) {
-  std::vector<Shape> operands, results;
-  double bytes = 0;
-  auto local = [&](Value v, const sbprt::NdSbp &layout, std::vector<Shape> &out) {
-    std::vector<int64_t> shape = localShape(mesh, layout, shapeOf(v));
-    bytes += static_cast<double>(elementBytes(v)) * sbprt::numElements(shape);
-    out.emplace_back(shape.begin(), shape.end());
-  };
-  for (auto [v, layout] : llvm::zip(op->getOperands(), sig.operands))
-    local(v, layout, operands);
-  for (auto [v, layout] : llvm::zip(op->getResults(), sig.results))
-    local(v, layout, results);
-  double flops = cast<SbpOpInterface>(op).getFlops(operands, results);
-  return computeSeconds(cluster, flops, bytes);
-}
 
 class SbpPropagatePass : public sbpc::sbp::impl::SbpPropagateBase<SbpPropagatePass> {
 public:
@@ -97,15 +80,18 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, MeshOp meshOp, const 
     if (candidates.empty())
       return op.emitOpError() << "has no SBP signature on mesh @" << meshOp.getSymName();
 
+    // Consistency first: the least boxing from the operands' layouts; then
+    // the least compute; then the first signature.
     const NdSignature *best = nullptr;
-    double bestCost = 0;
+    std::pair<double, double> bestCost;
     for (const NdSignature &sig : candidates) {
-      double cost = computeCost(&op, sig, mesh, cluster);
+      double boxing = 0;
       for (auto [operand, wanted] : llvm::zip(op.getOperands(), sig.operands)) {
         auto have = layouts.find(operand);
         if (have != layouts.end() && have->second != wanted)
-          cost += plans.get(operand, have->second, wanted).seconds;
+          boxing += plans.get(operand, have->second, wanted).seconds;
       }
+      std::pair<double, double> cost{boxing, computeSecondsOf(&op, sig, mesh, cluster)};
       if (!best || cost < bestCost) {
         best = &sig;
         bestCost = cost;

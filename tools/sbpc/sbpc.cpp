@@ -1,5 +1,6 @@
 // sbpc: the command-line tool; flags map to the commands in compiler/Driver.
 #include "compiler/Driver/Commands.h"
+#include "compiler/Driver/Compile.h"
 #include "compiler/Sbp/Signatures.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -92,14 +93,55 @@ static cl::opt<std::string> runOutputDir("output-dir",
                                          cl::value_desc("dir"), cl::Required, cl::sub(runCommand),
                                          cl::cat(runCategory));
 
+//===----------------------------------------------------------------------===//
+// sbpc compile / sbpc explain
+//===----------------------------------------------------------------------===//
+
+static cl::SubCommand compileCommand("compile", "Lay a model out on a device mesh and report why");
+static cl::OptionCategory compileCategory("compile options");
+static cl::opt<std::string> compileModel(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
+                                         cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh, e.g. dp=2,tp=4"),
+                                        cl::value_desc("axes"), cl::Required,
+                                        cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string>
+    compileStrategy("strategy",
+                    cl::desc("dp | tp | dp-tp | propagate (only --layout seeds) (default dp-tp)"),
+                    cl::init("dp-tp"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::list<std::string>
+    compileLayouts("layout", cl::desc("Seed a parameter or input: NAME=[S(0), B] (repeatable)"),
+                   cl::value_desc("name=layout"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string>
+    compileCluster("cluster", cl::desc("Cost model: cpu, dgx-h100x8, dgx-h100-cluster or a JSON file (default cpu)"),
+                   cl::init("cpu"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string> compileEmit("emit",
+                                        cl::desc("What to write: all (default) or report (report.json only)"),
+                                        cl::init("all"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string> compileOutput("o", cl::desc("Output directory"), cl::value_desc("dir"),
+                                          cl::Required, cl::sub(compileCommand),
+                                          cl::cat(compileCategory));
+
+static cl::SubCommand explainCommand("explain", "Print a report.json for a person");
+static cl::opt<std::string> explainReport(cl::Positional, cl::desc("<report.json>"), cl::Required,
+                                          cl::sub(explainCommand));
+
+static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
+  if (compileEmit != "all" && compileEmit != "report")
+    return sbpc::reportError("--emit must be all or report, got '" + compileEmit + "'");
+  return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
+                                compileCluster, compileOutput, compileEmit == "report"});
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&genCategory, &runCategory});
+  cl::HideUnrelatedOptions({&genCategory, &runCategory, &compileCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "sbpc: automatic parallelization of deep-learning graphs\n\n"
                               "  sbpc gen gpt|mlp [options] -o model.mlir [--params p.safetensors]\n"
                               "  sbpc run model.mlir --params p.safetensors --input NAME=FILE.npy "
-                              "--output-dir DIR\n");
+                              "--output-dir DIR\n"
+                              "  sbpc compile model.mlir --mesh dp=2,tp=2 [--strategy dp-tp] -o DIR\n"
+                              "  sbpc explain DIR/report.json\n");
   DialectRegistry registry;
   sbpc::registerGraphSbpModels(registry);
   MLIRContext ctx(registry);
@@ -112,7 +154,11 @@ int main(int argc, char **argv) {
     result = runGenCommand(ctx);
   else if (runCommand)
     result = sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
+  else if (compileCommand)
+    result = runCompileCommand(ctx);
+  else if (explainCommand)
+    result = sbpc::runExplain(explainReport);
   else
-    result = sbpc::reportError("expected a command: gen or run (see sbpc --help)");
+    result = sbpc::reportError("expected a command: gen, run, compile or explain (see sbpc --help)");
   return succeeded(result) ? 0 : 1;
 }

@@ -1,0 +1,174 @@
+// `sbpc compile`: seeds from a strategy and --layout, then propagation and
+// boxing, then report.json.
+#include "compiler/Driver/Compile.h"
+
+#include "compiler/Driver/Commands.h"
+#include "compiler/Report/Report.h"
+#include "compiler/Sbp/Strategies.h"
+#include "compiler/Support/Diagnostics.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Sbp/IR/SbpOps.h"
+#include "passes/Sbp/Layouts.h"
+#include "passes/Sbp/Passes.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include <chrono>
+#include <fstream>
+
+using namespace mlir;
+using namespace sbpc;
+
+namespace {
+
+/// Parses the layout of "NAME=[S(0), B]" with the sbp dialect's own
+/// grammar; a one-line error names the flag otherwise.
+FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx,
+                                                                 const std::string &flag) {
+  auto [name, text] = llvm::StringRef(flag).split('=');
+  if (name.empty() || text.empty())
+    return reportError("--layout '" + flag + "' must be NAME=[SBP, ...], e.g. tokens=[S(0), B]");
+  std::string problem;
+  Attribute attr;
+  {
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &diag) {
+      if (problem.empty())
+        problem = diag.str();
+      return success();
+    });
+    attr = parseAttribute(("#sbp.nd<" + text + ">").str(), &ctx);
+  }
+  auto layout = dyn_cast_or_null<sbp::NdSbpAttr>(attr);
+  if (!layout)
+    return reportError("--layout '" + flag + "': " + (problem.empty() ? "not a layout" : problem));
+  return std::make_pair(name.str(), layout.toLayout());
+}
+
+/// Pins the residual stream to `layout` with constraints: what embeddings
+/// produce and what layer norms take and produce.
+void pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &layout) {
+  OpBuilder b(fn.getContext());
+  auto attr = sbp::NdSbpAttr::get(fn.getContext(), layout);
+  auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  auto pinResult = [&](Operation *op) {
+    b.setInsertionPointAfter(op);
+    Value result = op->getResult(0);
+    auto constraint = b.create<sbp::ConstraintOp>(op->getLoc(), result.getType(), result, meshRef, attr);
+    result.replaceAllUsesExcept(constraint.getResult(), constraint);
+  };
+  fn.walk([&](Operation *op) {
+    if (isa<graph::EmbeddingOp>(op))
+      pinResult(op);
+    if (auto norm = dyn_cast<graph::LayerNormOp>(op)) {
+      b.setInsertionPoint(norm);
+      Value input = norm.getInput();
+      auto constraint = b.create<sbp::ConstraintOp>(norm.getLoc(), input.getType(), input, meshRef, attr);
+      norm.getInputMutable().assign(constraint.getResult());
+      pinResult(norm);
+    }
+  });
+}
+
+LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  auto file = openOutputFile(path, &error);
+  if (!file)
+    return reportError(path + ": " + error);
+  write(file->os());
+  file->keep();
+  return success();
+}
+
+} // namespace
+
+LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) {
+  std::string error;
+  std::optional<sbprt::Mesh> mesh = parseMesh(command.mesh, error);
+  if (!mesh)
+    return reportError(error);
+  std::optional<Cluster> cluster = loadCluster(command.cluster, error);
+  if (!cluster)
+    return reportError("--cluster: " + error);
+  OwningOpRef<ModuleOp> module = parseModelFile(command.modelPath, ctx);
+  if (!module)
+    return failure();
+  FailureOr<ModelSignature> model = getModelSignature(*module);
+  if (failed(model))
+    return failure();
+  std::optional<Seeds> seeds = strategySeeds(command.strategy, *model, *mesh, error);
+  if (!seeds)
+    return reportError(error);
+  for (const std::string &flag : command.layouts) {
+    FailureOr<std::pair<std::string, sbprt::NdSbp>> layout = parseLayoutFlag(ctx, flag);
+    if (failed(layout))
+      return failure();
+    if (llvm::none_of(model->arguments,
+                      [&](const ModelArgument &a) { return a.name == layout->first; }))
+      return reportError("--layout '" + flag + "': the model has no parameter or input named '" +
+                         layout->first + "'");
+    seeds->arguments[layout->first] = layout->second;
+  }
+
+  // The mesh, then every seed on its argument, checked against its shape.
+  OpBuilder b(&ctx);
+  b.setInsertionPointToStart(module->getBody());
+  SmallVector<StringRef> axisNames(mesh->axes.begin(), mesh->axes.end());
+  auto meshOp = b.create<sbp::MeshOp>(module->getLoc(), "mesh", b.getStrArrayAttr(axisNames),
+                                      b.getDenseI64ArrayAttr(mesh->shape));
+  for (const ModelArgument &arg : model->arguments) {
+    auto seed = seeds->arguments.find(arg.name);
+    if (seed == seeds->arguments.end())
+      continue;
+    std::string problem = sbprt::checkLayout(*mesh, seed->second, arg.type().getShape().vec());
+    if (!problem.empty())
+      return emitError(arg.value.getLoc())
+             << (arg.kind == ModelArgument::Kind::Param ? "parameter '" : "input '") << arg.name
+             << "' " << graph::formatShape(arg.type().getShape()) << " laid out "
+             << sbprt::toString(seed->second) << " on mesh " << command.mesh << ": " << problem;
+    model->func.setArgAttr(arg.value.getArgNumber(), sbp::kArgLayout,
+                           sbp::NdSbpAttr::get(&ctx, seed->second));
+  }
+  if (seeds->residualStream)
+    pinResidualStream(model->func, meshOp, *seeds->residualStream);
+
+  PassManager pm(&ctx);
+  sbp::SbpPropagateOptions propagate;
+  propagate.cluster = command.cluster;
+  pm.addPass(sbp::createSbpPropagate(propagate));
+  sbp::SbpInsertBoxingOptions boxing;
+  boxing.cluster = command.cluster;
+  pm.addPass(sbp::createSbpInsertBoxing(boxing));
+  auto start = std::chrono::steady_clock::now();
+  if (failed(pm.run(*module)))
+    return failure();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(command.outputDir))
+    return reportError(command.outputDir + ": cannot create: " + ec.message());
+  ReportInputs inputs{llvm::sys::path::filename(command.modelPath).str(),
+                      command.mesh,
+                      *cluster,
+                      command.strategy,
+                      command.layouts.empty() ? "named strategy"
+                                              : "named strategy with --layout seeds",
+                      "propagate",
+                      seconds};
+  nlohmann::json report = buildReport(*module, inputs);
+  llvm::SmallString<256> reportPath(command.outputDir), modelPath(command.outputDir);
+  llvm::sys::path::append(reportPath, "report.json");
+  llvm::sys::path::append(modelPath, "sbp.mlir");
+  if (failed(writeFile(reportPath.str().str(),
+                       [&](llvm::raw_ostream &os) { os << report.dump(2) << "\n"; })))
+    return failure();
+  if (!command.reportOnly &&
+      failed(writeFile(modelPath.str().str(), [&](llvm::raw_ostream &os) { module->print(os); })))
+    return failure();
+  llvm::outs() << "wrote " << reportPath << "\n";
+  return success();
+}

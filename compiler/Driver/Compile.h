@@ -1,0 +1,25 @@
+// `sbpc compile`: lay a model out on a mesh and report every choice.
+#pragma once
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <string>
+#include <vector>
+
+namespace sbpc {
+
+struct CompileCommand {
+  std::string modelPath;
+  std::string mesh;                 // "dp=2,tp=4"
+  std::string strategy = "dp-tp";   // see strategyNames()
+  std::vector<std::string> layouts; // "NAME=[S(0), B]" seeds that override the strategy
+  std::string cluster = "cpu";      // preset or JSON file
+  std::string outputDir;
+  bool reportOnly = false;          // --emit report: only report.json
+};
+
+/// Compiles as far as this version goes (layouts and boxing) into
+/// `outputDir`: report.json and, unless reportOnly, the laid-out model sbp.mlir.
+mlir::LogicalResult runCompile(mlir::MLIRContext &ctx, const CompileCommand &command);
+
+} // namespace sbpc

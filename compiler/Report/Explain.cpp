@@ -1,0 +1,111 @@
+// `sbpc explain`: report.json for a person.
+#include "compiler/Report/Report.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using nlohmann::json;
+
+namespace {
+
+std::string bytesText(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return llvm::formatv(unit ? "{0:f1} {1}" : "{0:f0} {1}", bytes, units[unit]).str();
+}
+
+std::string secondsText(double s) {
+  if (s >= 1)
+    return llvm::formatv("{0:f2} s", s).str();
+  if (s >= 1e-3)
+    return llvm::formatv("{0:f2} ms", s * 1e3).str();
+  return llvm::formatv("{0:f2} us", s * 1e6).str();
+}
+
+/// Checks that `object` has every field in `fields`; names the first missing.
+bool require(const json &object, std::initializer_list<const char *> fields,
+             const std::string &where, std::string &error) {
+  if (!object.is_object()) {
+    error = where + " is not an object";
+    return false;
+  }
+  for (const char *field : fields)
+    if (!object.contains(field)) {
+      error = where + " has no '" + field + "'";
+      return false;
+    }
+  return true;
+}
+
+std::string str(const json &v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+double num(const json &v) { return v.is_number() ? v.get<double>() : 0.0; }
+
+} // namespace
+
+mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &os,
+                                        std::string &error) {
+  if (!require(report, {"mesh", "strategy", "search", "ops", "boxings", "totals"}, "the report",
+               error) ||
+      !require(report["totals"],
+               {"comm_bytes_per_rank", "estimated_step_time_s", "peak_memory_bytes"}, "totals",
+               error) ||
+      !report["ops"].is_array() || !report["boxings"].is_array()) {
+    if (error.empty())
+      error = "'ops' and 'boxings' must be arrays";
+    return mlir::failure();
+  }
+  const json &mesh = report["mesh"], &strategy = report["strategy"], &search = report["search"];
+  os << "Plan for " << str(report.value("model", json("the model"))) << " on mesh "
+     << str(mesh.value("spec", json("?"))) << " (cluster "
+     << str(report.value("cluster", json::object()).value("name", json("?"))) << ")\n"
+     << "  strategy " << str(strategy.value("name", json("?"))) << " ("
+     << str(strategy.value("source", json("?"))) << "), laid out by "
+     << str(search.value("algorithm", json("?"))) << " in "
+     << secondsText(num(search.value("wall_seconds", json(0)))) << "\n\n";
+
+  os << "Layouts, op by op (result layout; operands that differ are boxed first):\n";
+  for (const json &op : report["ops"]) {
+    if (!require(op, {"op", "location", "results", "est_time_s"}, "an op", error))
+      return mlir::failure();
+    std::string layouts;
+    for (const json &r : op["results"])
+      layouts += (layouts.empty() ? "" : " ") + str(r.value("sbp", json("?")));
+    os << llvm::formatv("  {0,-24} {1,-22} {2,-20} {3}\n", str(op["location"]), str(op["op"]),
+                        layouts, secondsText(num(op["est_time_s"])));
+  }
+
+  std::vector<json> reshards(report["boxings"].begin(), report["boxings"].end());
+  for (const json &b : reshards)
+    if (!require(b, {"from", "to", "collective", "mesh_axes", "bytes_per_rank", "reason"},
+                 "a boxing", error))
+      return mlir::failure();
+  std::stable_sort(reshards.begin(), reshards.end(), [](const json &a, const json &b) {
+    return num(a["bytes_per_rank"]) > num(b["bytes_per_rank"]);
+  });
+  os << "\nReshards, most bytes first (" << reshards.size() << "):\n";
+  if (reshards.empty())
+    os << "  none: every op finds its operands laid out as it needs\n";
+  for (size_t i = 0; i < reshards.size(); ++i) {
+    const json &b = reshards[i];
+    std::string axes;
+    for (const json &a : b["mesh_axes"])
+      axes += (axes.empty() ? "" : ", ") + str(a);
+    os << llvm::formatv("  {0}. {1} over {2}: {3} -> {4} of {5}, {6} per rank, {7}\n", i + 1,
+                        str(b["collective"]), axes.empty() ? "no axis" : axes, str(b["from"]),
+                        str(b["to"]), str(b.value("value", json("?"))),
+                        bytesText(num(b["bytes_per_rank"])),
+                        secondsText(num(b.value("est_time_s", json(0)))))
+       << "     why: " << str(b["reason"]) << "\n";
+  }
+  const json &totals = report["totals"];
+  os << "\nTotals per rank and step: communication "
+     << bytesText(num(totals["comm_bytes_per_rank"])) << ", estimated time "
+     << secondsText(num(totals["estimated_step_time_s"])) << ", peak memory "
+     << bytesText(num(totals["peak_memory_bytes"])) << "\n";
+  return mlir::success();
+}

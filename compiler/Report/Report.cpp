@@ -1,0 +1,155 @@
+// Building report.json from a laid-out module.
+//
+// Per op: its chosen layouts and its compute time on local shapes. Per
+// boxing: the plan insert-boxing recorded and its α-β time. Totals add
+// them up without overlap; memory is parameters and inputs for the whole
+// step plus the peak of live activations, all on local shapes (an
+// estimate until the memory planner exists).
+#include "compiler/Report/Report.h"
+
+#include "compiler/Sbp/Signatures.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Sbp/Layouts.h"
+
+#include "mlir/IR/AsmState.h"
+
+using namespace mlir;
+using namespace sbpc;
+using namespace sbpc::sbp;
+
+namespace {
+
+/// How values are named in the report: model arguments by their names,
+/// other values as in the printed module (%12).
+class ValueNames {
+public:
+  ValueNames(func::FuncOp fn) : state(fn) {
+    for (BlockArgument arg : fn.getArguments())
+      for (StringRef attr : {graph::GraphDialect::kParamAttr, graph::GraphDialect::kInputAttr})
+        if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr))
+          args[arg] = name.str();
+  }
+  std::string operator()(Value v) {
+    auto it = args.find(v);
+    if (it != args.end())
+      return it->second;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    v.printAsOperand(os, state);
+    return text;
+  }
+
+private:
+  AsmState state;
+  llvm::DenseMap<Value, std::string> args;
+};
+
+nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layout) {
+  return {{"value", names(v)}, {"shape", shapeOf(v)}, {"sbp", sbprt::toString(layout)}};
+}
+
+double localBytes(const sbprt::Mesh &mesh, Value v, const sbprt::NdSbp &layout) {
+  return static_cast<double>(elementBytes(v)) *
+         sbprt::numElements(localShape(mesh, layout, shapeOf(v)));
+}
+
+} // namespace
+
+nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
+  MeshOp meshOp = *findMesh(module);
+  sbprt::Mesh mesh = meshOp.toMesh();
+  BoxingPlans plans(mesh, inputs.cluster);
+  nlohmann::json ops = nlohmann::json::array(), boxings = nlohmann::json::array();
+  double compute = 0, comm = 0, commBytes = 0, argBytes = 0, peakActivations = 0;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    ValueNames names(fn);
+    for (BlockArgument arg : fn.getArguments())
+      if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
+        argBytes += localBytes(mesh, arg, *layout);
+    // Activations live from their op to their last use.
+    double live = 0;
+    llvm::DenseMap<Operation *, double> freedAfter;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto boxing = dyn_cast<BoxingOp>(op)) {
+        sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
+        const BoxingPlan &plan = plans.get(boxing.getInput(), from, to);
+        std::vector<std::string> axes;
+        if (auto attr = boxing.getMeshAxes())
+          for (StringRef axis : attr->getAsValueRange<StringAttr>())
+            axes.push_back(axis.str());
+        boxings.push_back({{"value", names(boxing.getInput())},
+                           {"result", names(boxing.getResult())},
+                           {"shape", shapeOf(boxing.getInput())},
+                           {"from", sbprt::toString(from)},
+                           {"to", sbprt::toString(to)},
+                           {"collective", boxing.getCollective().value_or("none").str()},
+                           {"mesh_axes", axes},
+                           {"bytes_per_rank", boxing.getBytesPerRank().value_or(0)},
+                           {"est_time_s", plan.seconds},
+                           {"location", describeLocation(op.getLoc())},
+                           {"reason", boxing.getReason().value_or("").str()}});
+        comm += plan.seconds;
+        commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
+      } else if (auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts)) {
+        auto resultLayouts = op.getAttrOfType<ArrayAttr>(kResultLayouts);
+        NdSignature sig;
+        nlohmann::json operands = nlohmann::json::array(), results = nlohmann::json::array();
+        for (auto [v, attr] : llvm::zip(op.getOperands(), operandLayouts)) {
+          sig.operands.push_back(cast<NdSbpAttr>(attr).toLayout());
+          operands.push_back(layoutEntry(names, v, sig.operands.back()));
+        }
+        for (auto [v, attr] : llvm::zip(op.getResults(), resultLayouts)) {
+          sig.results.push_back(cast<NdSbpAttr>(attr).toLayout());
+          results.push_back(layoutEntry(names, v, sig.results.back()));
+        }
+        double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster);
+        compute += seconds;
+        ops.push_back({{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
+                       {"op", op.getName().getStringRef().str()},
+                       {"location", describeLocation(op.getLoc())},
+                       {"operands", operands},
+                       {"results", results},
+                       {"est_time_s", seconds}});
+      } else {
+        continue;
+      }
+      // Results become live; values whose last use this is die after it.
+      for (Value result : op.getResults()) {
+        std::optional<sbprt::NdSbp> layout = layoutOf(result);
+        double bytes = layout ? localBytes(mesh, result, *layout) : 0;
+        live += bytes;
+        Operation *last = nullptr;
+        for (Operation *user : result.getUsers())
+          if (!last || last->isBeforeInBlock(user))
+            last = user;
+        if (last)
+          freedAfter[last] += bytes;
+        else
+          live -= bytes;
+      }
+      peakActivations = std::max(peakActivations, live);
+      live -= freedAfter.lookup(&op);
+    }
+  }
+  nlohmann::json cluster = {{"name", inputs.cluster.name},
+                            {"device_flops", inputs.cluster.flops},
+                            {"device_memory_bytes", inputs.cluster.memoryBytes}};
+  return {
+      {"version", 1},
+      {"model", inputs.model},
+      {"mesh", {{"spec", inputs.mesh}, {"axes", mesh.axes}, {"shape", mesh.shape}}},
+      {"cluster", cluster},
+      {"strategy", {{"name", inputs.strategy}, {"source", inputs.strategySource}}},
+      {"search", {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}}},
+      {"ops", ops},
+      {"boxings", boxings},
+      {"totals",
+       {{"comm_bytes_per_rank", commBytes},
+        {"compute_time_s", compute},
+        {"comm_time_s", comm},
+        {"estimated_step_time_s", compute + comm},
+        {"peak_memory_bytes", argBytes + peakActivations}}},
+  };
+}

@@ -1,0 +1,119 @@
+// Named strategies as seeds.
+//
+// Megatron's tensor parallelism in GPT-2 names: the fused QKV weight
+// (viewed [H, 3, H]) and the MLP's first weight are split by output
+// columns (heads), the two output projections by input rows; their biases
+// follow the columns or stay broadcast. Everything else is broadcast, and
+// the residual stream is pinned broadcast on the tp axis (embeddings out,
+// layer norms in and out), which leaves one all-reduce per attention and
+// per MLP.
+#include "compiler/Sbp/Strategies.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace sbpc {
+
+using sbprt::NdSbp;
+using sbprt::Sbp;
+
+std::vector<std::string> strategyNames() { return {"dp", "tp", "dp-tp", "propagate"}; }
+
+std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error) {
+  sbprt::Mesh mesh;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(text).split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    auto [name, size] = part.trim().split('=');
+    long long value = 0;
+    if (name.empty() || size.empty() || size.trim().getAsInteger(10, value)) {
+      error = "--mesh '" + text + "' must be NAME=SIZE[,NAME=SIZE...], e.g. dp=2,tp=4";
+      return std::nullopt;
+    }
+    mesh.axes.push_back(name.trim().str());
+    mesh.shape.push_back(value);
+  }
+  std::string problem = sbprt::checkMesh(mesh);
+  if (!problem.empty()) {
+    error = "--mesh '" + text + "' " + problem;
+    return std::nullopt;
+  }
+  return mesh;
+}
+
+namespace {
+
+/// Megatron's layout of a parameter on one axis, by its GPT-2 or MLP name.
+Sbp megatron(llvm::StringRef name) {
+  if (name.ends_with("attn.c_attn.weight"))
+    return Sbp::split(2); // [H, 3, H]: by heads
+  if (name.ends_with("attn.c_attn.bias"))
+    return Sbp::split(1); // [3, H]
+  if (name.ends_with("mlp.c_fc.weight"))
+    return Sbp::split(1);
+  if (name.ends_with("mlp.c_fc.bias"))
+    return Sbp::split(0);
+  if (name.ends_with("c_proj.weight"))
+    return Sbp::split(0);
+  // MLP layers alternate column and row splits: fc0, fc2, ... by columns.
+  if (name.starts_with("fc")) {
+    unsigned layer = 0;
+    auto [number, rest] = name.drop_front(2).split('.');
+    if (!number.getAsInteger(10, layer))
+      return layer % 2 == 0 ? (rest == "weight" ? Sbp::split(1) : Sbp::split(0))
+                            : (rest == "weight" ? Sbp::split(0) : Sbp::broadcast());
+  }
+  return Sbp::broadcast();
+}
+
+/// The mesh axis a strategy part uses: the one named `name` if any, else
+/// the only axis; -1 when neither exists.
+int axisNamed(const sbprt::Mesh &mesh, const std::string &name) {
+  for (size_t i = 0; i < mesh.axes.size(); ++i)
+    if (mesh.axes[i] == name)
+      return static_cast<int>(i);
+  return mesh.axes.size() == 1 ? 0 : -1;
+}
+
+} // namespace
+
+std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSignature &model,
+                                   const sbprt::Mesh &mesh, std::string &error) {
+  size_t axes = mesh.axes.size();
+  Seeds seeds;
+  NdSbp allBroadcast(axes, Sbp::broadcast());
+  if (strategy == "propagate")
+    return seeds;
+  if (strategy == "dp") {
+    // The batch is split over every axis; parameters are replicated.
+    for (const ModelArgument &arg : model.arguments)
+      seeds.arguments[arg.name] =
+          arg.kind == ModelArgument::Kind::Input ? NdSbp(axes, Sbp::split(0)) : allBroadcast;
+    return seeds;
+  }
+  if (strategy != "tp" && strategy != "dp-tp") {
+    error = "unknown strategy '" + strategy + "' (expected " + llvm::join(strategyNames(), ", ") + ")";
+    return std::nullopt;
+  }
+  int tp = strategy == "tp" && axes == 1 ? 0 : axisNamed(mesh, "tp");
+  int dp = strategy == "dp-tp" ? axisNamed(mesh, "dp") : -1;
+  if (tp < 0 || (strategy == "dp-tp" && (dp < 0 || dp == tp || axes != 2))) {
+    error = "strategy '" + strategy + "' needs " +
+            (strategy == "tp" ? "a 1-D mesh or an axis named 'tp'"
+                              : "a 2-D mesh with axes named 'dp' and 'tp'");
+    return std::nullopt;
+  }
+  NdSbp activations = allBroadcast;
+  if (dp >= 0)
+    activations[dp] = Sbp::split(0);
+  for (const ModelArgument &arg : model.arguments) {
+    NdSbp layout = arg.kind == ModelArgument::Kind::Param ? allBroadcast : activations;
+    if (arg.kind == ModelArgument::Kind::Param)
+      layout[tp] = megatron(arg.name);
+    seeds.arguments[arg.name] = layout;
+  }
+  seeds.residualStream = activations;
+  return seeds;
+}
+
+} // namespace sbpc

@@ -1,0 +1,37 @@
+// Named strategies: the seeds (layouts of parameters and inputs) from which
+// propagation lays out a model — data parallel, Megatron tensor parallel,
+// both on a 2-D mesh, or only what the user gives.
+#pragma once
+
+#include "compiler/Model/ModelSignature.h"
+#include "runtime/Layout.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sbpc {
+
+/// The strategies `sbpc compile --strategy` accepts.
+std::vector<std::string> strategyNames();
+
+/// Parses "dp=2,tp=4"; nullopt with a one-line `error` otherwise.
+std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error);
+
+struct Seeds {
+  /// Argument name (graph.param / graph.input) -> layout.
+  std::map<std::string, sbprt::NdSbp> arguments;
+  /// The layout the residual stream is pinned to (broadcast on the
+  /// tensor-parallel axis): the results of embeddings and the inputs and
+  /// results of layer norms. A row-parallel partial sum is then all-reduced
+  /// once before the next block, and no block input is split.
+  std::optional<sbprt::NdSbp> residualStream;
+};
+
+/// The seeds of a named strategy for `model` on `mesh`; nullopt with a
+/// one-line `error` for an unknown strategy or a mesh it cannot use.
+std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSignature &model,
+                                   const sbprt::Mesh &mesh, std::string &error);
+
+} // namespace sbpc
