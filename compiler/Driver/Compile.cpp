@@ -51,7 +51,8 @@ FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx
 }
 
 /// Pins the residual stream to `layout` with constraints: what embeddings
-/// produce and what layer norms take and produce.
+/// produce, what layer norms take and produce, and the model's results
+/// where the layout fits them.
 void pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &layout) {
   OpBuilder b(fn.getContext());
   auto attr = sbp::NdSbpAttr::get(fn.getContext(), layout);
@@ -73,6 +74,15 @@ void pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &la
       pinResult(norm);
     }
   });
+  sbprt::Mesh plain = mesh.toMesh();
+  Operation *ret = fn.getBody().front().getTerminator();
+  b.setInsertionPoint(ret);
+  for (OpOperand &result : ret->getOpOperands()) {
+    Value v = result.get();
+    if (!sbprt::checkLayout(plain, layout, sbp::shapeOf(v)).empty())
+      continue;
+    result.set(b.create<sbp::ConstraintOp>(ret->getLoc(), v.getType(), v, meshRef, attr));
+  }
 }
 
 LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {

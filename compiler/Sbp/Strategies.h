@@ -23,9 +23,10 @@ struct Seeds {
   /// Argument name (graph.param / graph.input) -> layout.
   std::map<std::string, sbprt::NdSbp> arguments;
   /// The layout the residual stream is pinned to (broadcast on the
-  /// tensor-parallel axis): the results of embeddings and the inputs and
-  /// results of layer norms. A row-parallel partial sum is then all-reduced
-  /// once before the next block, and no block input is split.
+  /// tensor-parallel axis): the results of embeddings, the inputs and
+  /// results of layer norms, and the model's results. A row-parallel
+  /// partial sum is then all-reduced once before the next block, and no
+  /// block input is split.
   std::optional<sbprt::NdSbp> residualStream;
 };
 

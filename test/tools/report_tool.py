@@ -1,0 +1,72 @@
+"""Reads an sbpc report.json for tests: checks it against the documented
+schema (docs/report.md) and summarizes its reshards.
+
+usage: report_tool.py validate REPORT
+       report_tool.py collectives REPORT   (one line per collective: count, bytes, axes)
+"""
+import json
+import sys
+
+LAYOUT = str
+SCHEMA = {
+    "version": int, "model": str,
+    "mesh": {"spec": str, "axes": [str], "shape": [int]},
+    "cluster": {"name": str, "device_flops": float, "device_memory_bytes": float},
+    "strategy": {"name": str, "source": str},
+    "search": {"algorithm": str, "wall_seconds": float},
+    "ops": [{"name": str, "op": str, "location": str, "est_time_s": float,
+             "operands": [{"value": str, "shape": [int], "sbp": LAYOUT}],
+             "results": [{"value": str, "shape": [int], "sbp": LAYOUT}]}],
+    "boxings": [{"value": str, "result": str, "shape": [int], "from": LAYOUT, "to": LAYOUT,
+                 "collective": str, "mesh_axes": [str], "bytes_per_rank": int,
+                 "est_time_s": float, "location": str, "reason": str}],
+    "totals": {"comm_bytes_per_rank": float, "compute_time_s": float, "comm_time_s": float,
+               "estimated_step_time_s": float, "peak_memory_bytes": float},
+}
+
+
+def check(value, schema, path, problems):
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            problems.append(f"{path}: expected an object")
+            return
+        for key, sub in schema.items():
+            if key not in value:
+                problems.append(f"{path}.{key}: missing")
+            else:
+                check(value[key], sub, f"{path}.{key}", problems)
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            problems.append(f"{path}: expected an array")
+            return
+        for i, item in enumerate(value):
+            check(item, schema[0], f"{path}[{i}]", problems)
+    elif schema is float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            problems.append(f"{path}: expected a number")
+    elif not isinstance(value, schema) or isinstance(value, bool):
+        problems.append(f"{path}: expected {schema.__name__}")
+
+
+def main(cmd, path):
+    report = json.load(open(path))
+    if cmd == "validate":
+        problems = []
+        check(report, SCHEMA, "report", problems)
+        for p in problems[:20]:
+            print(p)
+        print(f"schema: {'ok' if not problems else 'FAIL'} ({len(report.get('ops', []))} ops, "
+              f"{len(report.get('boxings', []))} boxings)")
+        return 1 if problems else 0
+    counts = {}
+    for b in report["boxings"]:
+        key = (b["collective"], ",".join(b["mesh_axes"]), b["bytes_per_rank"])
+        counts[key] = counts.get(key, 0) + 1
+    for (collective, axes, size), n in sorted(counts.items()):
+        print(f"{n} x {collective} over [{axes}] of {size} bytes")
+    print(f"total {report['totals']['comm_bytes_per_rank']:g} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))
