@@ -77,8 +77,17 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, MeshOp meshOp, const 
       continue;
     }
     std::vector<NdSignature> candidates = ndSignatures(&op, mesh);
-    if (candidates.empty())
-      return op.emitOpError() << "has no SBP signature on mesh @" << meshOp.getSymName();
+    if (candidates.empty()) {
+      std::string operands;
+      for (Value operand : op.getOperands()) {
+        auto have = layouts.find(operand);
+        operands += (operands.empty() ? "" : ", ") +
+                    (have == layouts.end() ? std::string("?") : sbprt::toString(have->second));
+      }
+      return op.emitOpError() << "has no SBP signature on mesh @" << meshOp.getSymName()
+                              << " (operands laid out " << (operands.empty() ? "-" : operands)
+                              << ")";
+    }
 
     // Consistency first: the least boxing from the operands' layouts; then
     // the least compute; then the first signature.

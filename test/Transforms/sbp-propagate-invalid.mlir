@@ -15,7 +15,7 @@ module {
 sbp.mesh @m axes ["x"] shape [2]
 func.func private @g(tensor<4xf32>) -> tensor<4xf32>
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'func.call' op has no SBP signature on mesh @m}}
+  // expected-error @+1 {{'func.call' op has no SBP signature on mesh @m (operands laid out ?)}}
   %0 = func.call @g(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
