@@ -92,6 +92,24 @@ const BoxingPlan &BoxingPlans::get(Value value, const sbprt::NdSbp &from,
   return plans[key] = plan ? *plan : BoxingPlan{};
 }
 
+LogicalResult forEachFunction(ModuleOp module, const std::string &clusterName,
+                              function_ref<LogicalResult(func::FuncOp, LayoutContext &)> body) {
+  std::string error;
+  std::optional<Cluster> cluster = loadCluster(clusterName, error);
+  if (!cluster)
+    return module.emitError() << error;
+  FailureOr<MeshOp> meshOp = findMesh(module);
+  if (failed(meshOp))
+    return failure();
+  sbprt::Mesh mesh = meshOp->toMesh();
+  BoxingPlans plans(mesh, *cluster);
+  LayoutContext context{*meshOp, mesh, *cluster, &plans};
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal() && failed(body(fn, context)))
+      return failure();
+  return success();
+}
+
 std::string collectivesOf(const BoxingPlan &plan) {
   std::string text;
   for (const BoxingStep &step : plan.steps)

@@ -56,6 +56,21 @@ private:
   std::map<std::string, BoxingPlan> plans;
 };
 
+/// What a pass over laid-out functions works with.
+struct LayoutContext {
+  MeshOp meshOp;
+  sbprt::Mesh mesh;
+  Cluster cluster;
+  BoxingPlans *plans;
+};
+
+/// Loads the cluster `clusterName`, finds the module's mesh, and calls
+/// `body` on every function with a body; fails (with a diagnostic) when
+/// any of these does.
+mlir::LogicalResult
+forEachFunction(mlir::ModuleOp module, const std::string &clusterName,
+                llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp, LayoutContext &)> body);
+
 /// "all-reduce" or "all-reduce + all-gather": the plan's collectives.
 std::string collectivesOf(const BoxingPlan &plan);
 /// The mesh axes the plan communicates over, in order, each once.

@@ -26,25 +26,15 @@ public:
   using SbpInsertBoxingBase::SbpInsertBoxingBase;
 
   void runOnOperation() override {
-    std::string error;
-    std::optional<Cluster> loaded = loadCluster(cluster, error);
-    if (!loaded) {
-      getOperation().emitError() << error;
-      return signalPassFailure();
-    }
-    FailureOr<MeshOp> meshOp = findMesh(getOperation());
-    if (failed(meshOp))
-      return signalPassFailure();
-    sbprt::Mesh mesh = meshOp->toMesh();
-    BoxingPlans plans(mesh, *loaded);
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (!fn.isExternal() && failed(insertBoxings(fn, *meshOp, mesh, plans)))
-        return signalPassFailure();
+    if (failed(forEachFunction(getOperation(), cluster,
+                               [&](func::FuncOp fn, LayoutContext &context) {
+                                 return insertBoxings(fn, context);
+                               })))
+      signalPassFailure();
   }
 
 private:
-  LogicalResult insertBoxings(func::FuncOp fn, MeshOp meshOp, const sbprt::Mesh &mesh,
-                              BoxingPlans &plans);
+  LogicalResult insertBoxings(func::FuncOp fn, LayoutContext &context);
 };
 
 /// Creates the boxing of `value` into `to` before `before`, recording the
@@ -68,8 +58,10 @@ Value createBoxing(OpBuilder &b, Operation *before, Value value, const sbprt::Nd
   return boxing.getResult();
 }
 
-LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, MeshOp meshOp,
-                                                 const sbprt::Mesh &mesh, BoxingPlans &plans) {
+LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext &context) {
+  MeshOp meshOp = context.meshOp;
+  const sbprt::Mesh &mesh = context.mesh;
+  BoxingPlans &plans = *context.plans;
   OpBuilder b(fn.getContext());
   // One boxing per (value, target layout), shared by its consumers.
   std::map<std::pair<void *, std::string>, Value> boxed;

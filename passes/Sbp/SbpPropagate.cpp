@@ -29,29 +29,21 @@ public:
   using SbpPropagateBase::SbpPropagateBase;
 
   void runOnOperation() override {
-    std::string error;
-    std::optional<Cluster> loaded = loadCluster(cluster, error);
-    if (!loaded) {
-      getOperation().emitError() << error;
-      return signalPassFailure();
-    }
-    FailureOr<MeshOp> meshOp = findMesh(getOperation());
-    if (failed(meshOp))
-      return signalPassFailure();
-    sbprt::Mesh mesh = meshOp->toMesh();
-    BoxingPlans plans(mesh, *loaded);
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (!fn.isExternal() && failed(propagate(fn, *meshOp, mesh, *loaded, plans)))
-        return signalPassFailure();
+    if (failed(forEachFunction(getOperation(), cluster,
+                               [&](func::FuncOp fn, LayoutContext &context) {
+                                 return propagate(fn, context);
+                               })))
+      signalPassFailure();
   }
 
 private:
-  LogicalResult propagate(func::FuncOp fn, MeshOp meshOp, const sbprt::Mesh &mesh,
-                          const Cluster &cluster, BoxingPlans &plans);
+  LogicalResult propagate(func::FuncOp fn, LayoutContext &context);
 };
 
-LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, MeshOp meshOp, const sbprt::Mesh &mesh,
-                                          const Cluster &cluster, BoxingPlans &plans) {
+LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &context) {
+  MeshOp meshOp = context.meshOp;
+  const sbprt::Mesh &mesh = context.mesh;
+  BoxingPlans &plans = *context.plans;
   llvm::DenseMap<Value, sbprt::NdSbp> layouts;
   for (BlockArgument arg : fn.getArguments())
     if (std::optional<sbprt::NdSbp> seed = layoutOf(arg)) {
@@ -100,7 +92,7 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, MeshOp meshOp, const 
         if (have != layouts.end() && have->second != wanted)
           boxing += plans.get(operand, have->second, wanted).seconds;
       }
-      std::pair<double, double> cost{boxing, computeSecondsOf(&op, sig, mesh, cluster)};
+      std::pair<double, double> cost{boxing, computeSecondsOf(&op, sig, mesh, context.cluster)};
       if (!best || cost < bestCost) {
         best = &sig;
         bestCost = cost;
