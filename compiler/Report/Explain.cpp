@@ -84,10 +84,14 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     if (!require(b, {"from", "to", "collective", "mesh_axes", "bytes_per_rank", "reason"},
                  "a boxing", error))
       return mlir::failure();
+  // Costliest first: estimated time, then bytes.
   std::stable_sort(reshards.begin(), reshards.end(), [](const json &a, const json &b) {
-    return num(a["bytes_per_rank"]) > num(b["bytes_per_rank"]);
+    auto key = [](const json &x) {
+      return std::make_pair(num(x.value("est_time_s", json(0))), num(x["bytes_per_rank"]));
+    };
+    return key(a) > key(b);
   });
-  os << "\nReshards, most bytes first (" << reshards.size() << "):\n";
+  os << "\nReshards, costliest first (" << reshards.size() << "):\n";
   if (reshards.empty())
     os << "  none: every op finds its operands laid out as it needs\n";
   for (size_t i = 0; i < reshards.size(); ++i) {

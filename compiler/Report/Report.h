@@ -25,7 +25,7 @@ struct ReportInputs {
 nlohmann::json buildReport(mlir::ModuleOp module, const ReportInputs &inputs);
 
 /// Prints a report for a person: the plan, the layouts op by op, the
-/// reshards ranked by cost with their reasons, and the totals. Fails with a
+/// reshards ranked by estimated time with their reasons, and the totals. Fails with a
 /// one-line error naming the missing field when `report` is not one.
 mlir::LogicalResult explainReport(const nlohmann::json &report, llvm::raw_ostream &os,
                                   std::string &error);
