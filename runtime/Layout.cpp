@@ -56,6 +56,57 @@ std::vector<int64_t> Mesh::group(int64_t rank, size_t axis) const {
   return ranks;
 }
 
+bool mixesPartials(const NdSbp &layout) {
+  bool sum = false, max = false;
+  for (const Sbp &s : layout) {
+    sum |= s.isPartial() && s.reduce == Sbp::Reduce::Sum;
+    max |= s.isPartial() && s.reduce == Sbp::Reduce::Max;
+  }
+  return sum && max;
+}
+
+Collective collectiveOf(const Sbp &from, const Sbp &to) {
+  if (from == to)
+    return Collective::None;
+  if (from.isSplit())
+    return to.isBroadcast() ? Collective::AllGather
+           : to.isSplit()   ? Collective::AllToAll
+                            : Collective::LocalZeroPad;
+  if (from.isPartial())
+    return to.isSplit() ? Collective::ReduceScatter : Collective::AllReduce;
+  return to.isSplit() ? Collective::LocalSlice : Collective::LocalKeepOne;
+}
+
+const char *collectiveName(Collective collective) {
+  switch (collective) {
+  case Collective::None:
+    return "none";
+  case Collective::AllGather:
+    return "all-gather";
+  case Collective::AllToAll:
+    return "all-to-all";
+  case Collective::AllReduce:
+    return "all-reduce";
+  case Collective::ReduceScatter:
+    return "reduce-scatter";
+  case Collective::LocalSlice:
+    return "local-slice";
+  case Collective::LocalZeroPad:
+    return "local-zero-pad";
+  case Collective::LocalKeepOne:
+    return "local-keep-one";
+  }
+  return "?";
+}
+
+bool isDirectHop(const NdSbp &current, const Hop &hop) {
+  for (size_t k = hop.axis + 1; k < current.size(); ++k)
+    if (current[k].isSplit() && ((hop.from.isSplit() && current[k].dim == hop.from.dim) ||
+                                 (hop.to.isSplit() && current[k].dim == hop.to.dim)))
+      return false;
+  return true;
+}
+
 std::string checkMesh(const Mesh &mesh) {
   if (mesh.axes.empty())
     return "needs at least one axis";
@@ -102,12 +153,7 @@ std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector
     }
   // Sums of maxima are not maxima of sums: no op produces such a layout and
   // no per-axis collective could change it soundly.
-  bool sum = false, max = false;
-  for (const Sbp &s : layout) {
-    sum |= s.isPartial() && s.reduce == Sbp::Reduce::Sum;
-    max |= s.isPartial() && s.reduce == Sbp::Reduce::Max;
-  }
-  if (sum && max)
+  if (mixesPartials(layout))
     return "P(sum) and P(max) cannot be mixed";
   std::vector<int64_t> factors = splitFactors(mesh, layout, shape.size());
   for (size_t d = 0; d < shape.size(); ++d)

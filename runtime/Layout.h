@@ -50,6 +50,37 @@ struct Mesh {
   std::vector<int64_t> group(int64_t rank, size_t axis) const;
 };
 
+/// Whether `layout` has both P(sum) and P(max) (which no sound per-axis
+/// boxing can change).
+bool mixesPartials(const NdSbp &layout);
+
+/// One step of a boxing: changes the layout on mesh axis `axis` only.
+struct Hop {
+  size_t axis;
+  Sbp from, to;
+};
+
+/// What a hop does on its axis's groups (DESIGN.md §4).
+enum class Collective {
+  None,
+  AllGather,     // S -> B
+  AllToAll,      // S(i) -> S(j)
+  AllReduce,     // P -> B, or P of the other kind
+  ReduceScatter, // P -> S
+  LocalSlice,    // B -> S: no communication
+  LocalZeroPad,  // S -> P: no communication
+  LocalKeepOne,  // B -> P: no communication
+};
+Collective collectiveOf(const Sbp &from, const Sbp &to);
+/// "all-gather", "local-slice", ...
+const char *collectiveName(Collective collective);
+
+/// Whether `hop` can run as one collective on the axis's groups when the
+/// tensor is laid out as `current`: no later (inner) mesh axis may split a
+/// dimension the hop splits or gathers, or the groups' blocks would not be
+/// contiguous.
+bool isDirectHop(const NdSbp &current, const Hop &hop);
+
 /// The most devices a mesh may have: far beyond any cluster, small enough
 /// that products of mesh sizes never overflow.
 constexpr int64_t kMaxDevices = int64_t(1) << 24;

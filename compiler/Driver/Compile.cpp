@@ -8,7 +8,7 @@
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
-#include "passes/Sbp/Layouts.h"
+#include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
 
 #include "mlir/AsmParser/AsmParser.h"

@@ -9,7 +9,9 @@
 
 #include "compiler/Sbp/Signatures.h"
 #include "dialects/Graph/IR/GraphOps.h"
-#include "passes/Sbp/Layouts.h"
+#include "compiler/Sbp/ValueLayouts.h"
+
+#include "runtime/Tensor.h"
 
 #include "mlir/IR/AsmState.h"
 

@@ -1,13 +1,16 @@
 // Boxing plans: Dijkstra over nd layouts.
 //
-// A state is an nd layout; a move changes one mesh axis, either to its
-// target value or to B (a detour that unblocks hops an inner split of the
-// same dimension forbids), and is allowed only when it is one direct
-// collective and the new layout is valid. All-B is always reachable and the
-// target is reachable from it outermost axis first, so a plan always
-// exists. With k axes there are at most 3^k states, so the search is tiny;
-// it minimizes α-β time, then bytes.
+// A state is an nd layout; a move changes one mesh axis to its target
+// value, to B, or to a split of any dimension (detours that unblock hops an
+// inner split of the same dimension forbids, or that make a later hop move
+// less), and is allowed only when it is one direct collective and the new
+// layout is valid. All-B is always reachable and the target is reachable
+// from it outermost axis first, so a plan always exists. With k axes and a
+// rank-r tensor there are at most (r + 3)^k states; it minimizes α-β time,
+// then bytes.
 #include "compiler/Sbp/BoxingPlanner.h"
+
+#include "runtime/Tensor.h"
 
 #include <map>
 #include <queue>
@@ -16,36 +19,46 @@ namespace sbpc {
 
 using sbprt::NdSbp;
 using sbprt::Sbp;
-using sbprt::sim::Hop;
+using sbprt::Collective;
+using sbprt::Hop;
 
 BoxingStep costHop(const sbprt::Mesh &mesh, const NdSbp &current, const Hop &hop,
                    double tensorBytes, const Cluster &cluster) {
   int64_t p = mesh.shape[hop.axis];
+  BoxingStep step{hop, p == 1 ? Collective::None : sbprt::collectiveOf(hop.from, hop.to), 0.0, 0.0};
   // T: the bytes of the tensor the hop's group holds together.
   double t = tensorBytes;
   for (size_t k = 0; k < current.size(); ++k)
     if (k != hop.axis && current[k].isSplit())
       t /= mesh.shape[k];
-  BoxingStep step{hop, sbprt::sim::collectiveOf(hop.from, hop.to), 0.0, 0.0};
   int64_t steps = 0;
-  if (step.collective == "all-gather" || step.collective == "reduce-scatter") {
+  switch (step.collective) {
+  case Collective::AllGather:
+  case Collective::ReduceScatter:
     step.bytesPerRank = (p - 1) * t / p;
     steps = p - 1;
-  } else if (step.collective == "all-reduce") {
+    break;
+  case Collective::AllReduce:
     step.bytesPerRank = 2.0 * (p - 1) * t / p;
     steps = 2 * (p - 1);
-  } else if (step.collective == "all-to-all") {
+    break;
+  case Collective::AllToAll:
     step.bytesPerRank = (p - 1) * t / (static_cast<double>(p) * p);
     steps = p - 1;
+    break;
+  case Collective::LocalSlice:
+  case Collective::LocalZeroPad:
+  case Collective::LocalKeepOne:
+    // Nothing is sent but a copy is made: a slice writes its part, a
+    // zero-pad or keep-one the whole group tensor.
+    step.seconds = 2.0 * (step.collective == Collective::LocalSlice ? t / p : t) /
+                   cluster.memoryBandwidth;
+    break;
+  case Collective::None:
+    break;
   }
-  if (steps) {
+  if (steps)
     step.seconds = collectiveSeconds(cluster.linkOf(mesh, hop.axis), steps, step.bytesPerRank);
-  } else if (step.collective != "none") {
-    // Local changes send nothing but still copy: a slice writes its part,
-    // a zero-pad or keep-one writes the whole group tensor.
-    double written = step.collective == "local-slice" ? t / p : t;
-    step.seconds = 2.0 * written / cluster.memoryBandwidth;
-  }
   return step;
 }
 
@@ -96,12 +109,16 @@ std::optional<BoxingPlan> planBoxing(const sbprt::Mesh &mesh, const NdSbp &from,
       continue;
     if (!LayoutLess()(state, to) && !LayoutLess()(to, state))
       break;
-    // Even an axis already at its target may have to gather for a while to
-    // unblock an outer axis ([B, S(0)] -> [S(0), S(0)]).
+    // Even an axis already at its target may have to change for a while:
+    // gather to unblock an outer axis ([B, S(0)] -> [S(0), S(0)]), or
+    // reduce-scatter first so that another axis moves less.
     for (size_t axis = 0; axis < state.size(); ++axis) {
-      for (const Sbp &next : {to[axis], Sbp::broadcast()}) {
+      std::vector<Sbp> moves = {to[axis], Sbp::broadcast()};
+      for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+        moves.push_back(Sbp::split(d));
+      for (const Sbp &next : moves) {
         Hop hop{axis, state[axis], next};
-        if (next == state[axis] || !sbprt::sim::isDirectHop(state, hop))
+        if (next == state[axis] || !sbprt::isDirectHop(state, hop))
           continue;
         NdSbp moved = state;
         moved[axis] = next;

@@ -4,7 +4,6 @@
 
 #include "compiler/Cost/CostModel.h"
 #include "runtime/Layout.h"
-#include "runtime/sim/SimulatedMesh.h"
 
 #include <optional>
 #include <string>
@@ -13,8 +12,8 @@
 namespace sbpc {
 
 struct BoxingStep {
-  sbprt::sim::Hop hop;
-  std::string collective;
+  sbprt::Hop hop;
+  sbprt::Collective collective = sbprt::Collective::None;
   double bytesPerRank = 0;
   double seconds = 0;
 };
@@ -27,10 +26,11 @@ struct BoxingPlan {
 
 /// The cost of one hop on its axis: the collective, the bytes each rank
 /// sends (ring algorithms), and the α-β time, or for a local change (a
-/// slice, a zero-pad) the time of its memory traffic. `current` is the
-/// layout before the hop, `tensorBytes` the size of the global tensor.
+/// slice, a zero-pad) the time of its memory traffic; nothing on an axis of
+/// one device. `current` is the layout before the hop, `tensorBytes` the
+/// size of the global tensor.
 BoxingStep costHop(const sbprt::Mesh &mesh, const sbprt::NdSbp &current,
-                   const sbprt::sim::Hop &hop, double tensorBytes, const Cluster &cluster);
+                   const sbprt::Hop &hop, double tensorBytes, const Cluster &cluster);
 
 /// The cheapest plan from `from` to `to` for a tensor of `shape` whose
 /// elements take `elementBytes`. Every intermediate layout is valid and

@@ -49,16 +49,7 @@ void divideShapes(std::vector<Shape> &shapes, llvm::ArrayRef<sbprt::Sbp> sbps, i
 }
 
 bool mixesPartials(const std::vector<sbprt::NdSbp> &layouts) {
-  for (const sbprt::NdSbp &layout : layouts) {
-    bool sum = false, max = false;
-    for (const sbprt::Sbp &s : layout) {
-      sum |= s.isPartial() && s.reduce == sbprt::Sbp::Reduce::Sum;
-      max |= s.isPartial() && s.reduce == sbprt::Sbp::Reduce::Max;
-    }
-    if (sum && max)
-      return true;
-  }
-  return false;
+  return llvm::any_of(layouts, [](const sbprt::NdSbp &l) { return sbprt::mixesPartials(l); });
 }
 
 } // namespace

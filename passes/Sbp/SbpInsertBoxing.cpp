@@ -1,11 +1,13 @@
 // --sbp-insert-boxing: every change of layout becomes an sbp.boxing.
 //
 // Walks each propagated function in order. Where an operand's layout
-// differs from the one its consumer's signature needs, inserts one boxing
-// (shared by every consumer that needs the same change of the same value)
-// that records the cheapest plan and why it is there. Constraints become
-// boxings where their operand is laid out otherwise and vanish elsewhere.
-#include "passes/Sbp/Layouts.h"
+// differs from the one its consumer's signature needs, inserts the
+// cheapest plan as a chain of boxings, one per hop (so each records the one
+// collective and mesh axis it uses), shared by every consumer that needs
+// the same change of the same value, each saying why it is there.
+// Constraints become boxings where their operand is laid out otherwise and
+// vanish elsewhere.
+#include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -37,44 +39,56 @@ private:
   LogicalResult insertBoxings(func::FuncOp fn, LayoutContext &context);
 };
 
-/// Creates the boxing of `value` into `to` before `before`, recording the
-/// plan and `reason`.
-Value createBoxing(OpBuilder &b, Operation *before, Value value, const sbprt::NdSbp &from,
-                   const sbprt::NdSbp &to, MeshOp meshOp, const sbprt::Mesh &mesh,
-                   BoxingPlans &plans, const std::string &reason) {
+/// Boxes `value` from `from` into `to` before `before`: one sbp.boxing per
+/// hop of the cheapest plan, each with its collective, axis, bytes and
+/// `reason`. Returns the boxed value.
+Value createBoxings(OpBuilder &b, Operation *before, Value value, const sbprt::NdSbp &from,
+                    const sbprt::NdSbp &to, LayoutContext &context, const std::string &reason) {
   MLIRContext *ctx = b.getContext();
-  const BoxingPlan &plan = plans.get(value, from, to);
+  const BoxingPlan &plan = context.plans->get(value, from, to);
+  auto mesh = FlatSymbolRefAttr::get(context.meshOp.getSymNameAttr());
   b.setInsertionPoint(before);
-  SmallVector<StringRef> axes;
-  std::vector<std::string> names = meshAxesOf(plan, mesh);
-  for (const std::string &name : names)
-    axes.push_back(name);
-  auto boxing = b.create<BoxingOp>(
-      before->getLoc(), value.getType(), value, FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
-      NdSbpAttr::get(ctx, from), NdSbpAttr::get(ctx, to), b.getStringAttr(collectivesOf(plan)),
-      b.getStrArrayAttr(axes),
-      b.getI64IntegerAttr(static_cast<int64_t>(std::llround(plan.bytesPerRank))),
-      b.getStringAttr(reason));
-  return boxing.getResult();
+  sbprt::NdSbp current = from;
+  for (const BoxingStep &step : plan.steps) {
+    sbprt::NdSbp next = current;
+    next[step.hop.axis] = step.hop.to;
+    value = b.create<BoxingOp>(
+        before->getLoc(), value.getType(), value, mesh, NdSbpAttr::get(ctx, current),
+        NdSbpAttr::get(ctx, next), b.getStringAttr(sbprt::collectiveName(step.collective)),
+        b.getStrArrayAttr({context.mesh.axes[step.hop.axis]}),
+        b.getI64IntegerAttr(static_cast<int64_t>(std::llround(step.bytesPerRank))),
+        b.getStringAttr(reason));
+    current = next;
+  }
+  return value;
 }
 
 LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext &context) {
-  MeshOp meshOp = context.meshOp;
-  const sbprt::Mesh &mesh = context.mesh;
-  BoxingPlans &plans = *context.plans;
+  if (!fn->hasAttr(kFuncMesh))
+    return fn.emitOpError() << "has no layouts; run --sbp-propagate first";
   OpBuilder b(fn.getContext());
-  // One boxing per (value, target layout), shared by its consumers.
+  // One chain of boxings per (value, target layout), shared by its consumers.
   std::map<std::pair<void *, std::string>, Value> boxed;
+  auto box = [&](Operation *before, Value value, const sbprt::NdSbp &have,
+                 const sbprt::NdSbp &want, const std::string &reason) {
+    auto key = std::make_pair(value.getAsOpaquePointer(), sbprt::toString(want));
+    auto found = boxed.find(key);
+    if (found == boxed.end())
+      found = boxed.emplace(key, createBoxings(b, before, value, have, want, context, reason)).first;
+    return found->second;
+  };
   for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
     if (auto constraint = dyn_cast<ConstraintOp>(op)) {
       Value input = constraint.getInput();
       std::optional<sbprt::NdSbp> have = layoutOf(input);
+      if (!have)
+        return constraint.emitOpError() << "operand has no layout; run --sbp-propagate first";
       sbprt::NdSbp want = constraint.getLayout().toLayout();
-      Value replacement = input;
-      if (have && *have != want)
-        replacement = createBoxing(b, &op, input, *have, want, meshOp, mesh, plans,
-                                   "sbp.constraint at " + describeLocation(op.getLoc()) +
-                                       " pins " + sbprt::toString(want));
+      Value replacement = *have == want
+                              ? input
+                              : box(&op, input, *have, want,
+                                    "sbp.constraint at " + describeLocation(op.getLoc()) +
+                                        " pins " + sbprt::toString(want));
       constraint.getResult().replaceAllUsesWith(replacement);
       constraint.erase();
       continue;
@@ -82,6 +96,9 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
     auto wanted = op.getAttrOfType<ArrayAttr>(kOperandLayouts);
     if (!wanted)
       continue;
+    if (wanted.size() != op.getNumOperands() ||
+        !llvm::all_of(wanted, [](Attribute a) { return isa<NdSbpAttr>(a); }))
+      return op.emitOpError() << "'" << kOperandLayouts << "' must hold one #sbp.nd per operand";
     for (OpOperand &operand : op.getOpOperands()) {
       std::optional<sbprt::NdSbp> have = layoutOf(operand.get());
       sbprt::NdSbp want = cast<NdSbpAttr>(wanted[operand.getOperandNumber()]).toLayout();
@@ -90,17 +107,10 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
                                 << " has no layout; run --sbp-propagate first";
       if (*have == want)
         continue;
-      auto key = std::make_pair(operand.get().getAsOpaquePointer(), sbprt::toString(want));
-      auto found = boxed.find(key);
-      if (found == boxed.end()) {
-        std::string reason = "consumer '" + op.getName().getStringRef().str() + "' at " +
-                             describeLocation(op.getLoc()) + " needs " + sbprt::toString(want) +
-                             " for operand " + std::to_string(operand.getOperandNumber());
-        found = boxed.emplace(key, createBoxing(b, &op, operand.get(), *have, want, meshOp, mesh,
-                                                plans, reason))
-                    .first;
-      }
-      operand.set(found->second);
+      operand.set(box(&op, operand.get(), *have, want,
+                      "consumer '" + op.getName().getStringRef().str() + "' at " +
+                          describeLocation(op.getLoc()) + " needs " + sbprt::toString(want) +
+                          " for operand " + std::to_string(operand.getOperandNumber())));
     }
   }
   return success();

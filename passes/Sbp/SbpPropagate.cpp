@@ -8,7 +8,7 @@
 // their first consumer wants at no cost. One pass over the ops; per op,
 // every nd signature (a few dozen) with memoized boxing plans.
 #include "compiler/Sbp/Signatures.h"
-#include "passes/Sbp/Layouts.h"
+#include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
 
 #include "dialects/Graph/IR/GraphOps.h"

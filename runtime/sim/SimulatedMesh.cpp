@@ -149,24 +149,6 @@ Tensor assemble(const Shards &shards, const Mesh &mesh, const NdSbp &layout) {
   return combine(0);
 }
 
-const char *collectiveOf(const Sbp &from, const Sbp &to) {
-  if (from == to)
-    return "none";
-  if (from.isSplit())
-    return to.isBroadcast() ? "all-gather" : to.isSplit() ? "all-to-all" : "local-zero-pad";
-  if (from.isPartial())
-    return to.isSplit() ? "reduce-scatter" : "all-reduce";
-  return to.isSplit() ? "local-slice" : "local-keep-one";
-}
-
-bool isDirectHop(const NdSbp &current, const Hop &hop) {
-  for (size_t k = hop.axis + 1; k < current.size(); ++k)
-    if (current[k].isSplit() && ((hop.from.isSplit() && current[k].dim == hop.from.dim) ||
-                                 (hop.to.isSplit() && current[k].dim == hop.to.dim)))
-      return false;
-  return true;
-}
-
 void applyHop(Shards &shards, const Mesh &mesh, const Hop &hop) {
   const Sbp &from = hop.from, &to = hop.to;
   if (from == to)

@@ -23,23 +23,6 @@ Shards distribute(const Tensor &global, const Mesh &mesh, const NdSbp &layout, u
 /// concatenated, partials reduced, broadcasts taken from the first replica.
 Tensor assemble(const Shards &shards, const Mesh &mesh, const NdSbp &layout);
 
-/// One step of a boxing: changes the layout on mesh axis `axis` only.
-struct Hop {
-  size_t axis;
-  Sbp from, to;
-};
-
-/// The collective a hop needs: "none", "all-gather", "all-reduce",
-/// "reduce-scatter", "all-to-all", "local-slice", "local-zero-pad",
-/// "local-keep-one".
-const char *collectiveOf(const Sbp &from, const Sbp &to);
-
-/// Whether `hop` can run as one collective on the axis's groups when the
-/// tensor is laid out as `current`: no later (inner) mesh axis may split a
-/// dimension the hop splits or gathers, or the groups' blocks would not be
-/// contiguous.
-bool isDirectHop(const NdSbp &current, const Hop &hop);
-
 /// Applies `hop` to every group of the axis, in place. The layout before the
 /// hop must admit it (isDirectHop).
 void applyHop(Shards &shards, const Mesh &mesh, const Hop &hop);

@@ -106,7 +106,7 @@ TEST(LayoutTest, EveryOneDimensionalHopPreservesTheValue) {
     for (const Sbp &from : allSbps(2))
       for (const Sbp &to : allSbps(2)) {
         SCOPED_TRACE("p=" + std::to_string(p) + " " + from.str() + " -> " + to.str() + " (" +
-                     collectiveOf(from, to) + ")");
+                     collectiveName(collectiveOf(from, to)) + ")");
         Shards shards = distribute(global, mesh, {from}, 11);
         applyHop(shards, mesh, {0, from, to});
         expectSame(global, assemble(shards, mesh, {to}));

@@ -1,5 +1,7 @@
-// Shared helpers of the SBP passes.
-#include "passes/Sbp/Layouts.h"
+// Layouts of values in laid-out IR.
+#include "compiler/Sbp/ValueLayouts.h"
+
+#include "runtime/Tensor.h"
 
 #include "llvm/Support/Path.h"
 
@@ -108,21 +110,6 @@ LogicalResult forEachFunction(ModuleOp module, const std::string &clusterName,
     if (!fn.isExternal() && failed(body(fn, context)))
       return failure();
   return success();
-}
-
-std::string collectivesOf(const BoxingPlan &plan) {
-  std::string text;
-  for (const BoxingStep &step : plan.steps)
-    text += (text.empty() ? "" : " + ") + step.collective;
-  return text.empty() ? "none" : text;
-}
-
-std::vector<std::string> meshAxesOf(const BoxingPlan &plan, const sbprt::Mesh &mesh) {
-  std::vector<std::string> axes;
-  for (const BoxingStep &step : plan.steps)
-    if (std::find(axes.begin(), axes.end(), mesh.axes[step.hop.axis]) == axes.end())
-      axes.push_back(mesh.axes[step.hop.axis]);
-  return axes;
 }
 
 std::string describeLocation(Location loc) {

@@ -1,5 +1,6 @@
-// What the SBP passes share: the attributes that record layouts, the mesh a
-// function runs on, and boxing plans with their descriptions.
+// Layouts of values in laid-out IR, shared by the SBP passes and the report:
+// the attributes that record them, the mesh a function runs on, compute and
+// boxing costs.
 #pragma once
 
 #include "compiler/Cost/CostModel.h"
@@ -70,11 +71,6 @@ struct LayoutContext {
 mlir::LogicalResult
 forEachFunction(mlir::ModuleOp module, const std::string &clusterName,
                 llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp, LayoutContext &)> body);
-
-/// "all-reduce" or "all-reduce + all-gather": the plan's collectives.
-std::string collectivesOf(const BoxingPlan &plan);
-/// The mesh axes the plan communicates over, in order, each once.
-std::vector<std::string> meshAxesOf(const BoxingPlan &plan, const sbprt::Mesh &mesh);
 
 /// "m.mlir:7:8": a location as a person reads it (file name without its directory).
 std::string describeLocation(mlir::Location loc);
