@@ -1,6 +1,7 @@
 // Meshes and SBP layouts.
 #include "runtime/Layout.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace sbprt {
@@ -138,7 +139,8 @@ std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t 
   return factors;
 }
 
-std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape) {
+std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
+                        bool isFloat) {
   std::ostringstream os;
   if (layout.size() != mesh.shape.size()) {
     os << layout.size() << (layout.size() == 1 ? " entry" : " entries") << " for a mesh of "
@@ -155,6 +157,8 @@ std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector
   // no per-axis collective could change it soundly.
   if (mixesPartials(layout))
     return "P(sum) and P(max) cannot be mixed";
+  if (!isFloat && std::any_of(layout.begin(), layout.end(), [](const Sbp &s) { return s.isPartial(); }))
+    return "a partial layout needs a floating-point tensor";
   std::vector<int64_t> factors = splitFactors(mesh, layout, shape.size());
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] % factors[d] != 0) {

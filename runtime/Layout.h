@@ -95,7 +95,10 @@ std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t 
 /// Empty when `layout` fits a tensor of `shape` on `mesh` (one entry per
 /// axis, split dimensions in range and divisible, not both P(sum) and
 /// P(max)); otherwise what is wrong, worded to follow "layout L: ".
-std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape);
+/// Partial layouts need a floating-point tensor (`isFloat`): indices do not
+/// add up.
+std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
+                        bool isFloat = true);
 
 /// The block of the global tensor that a rank holds: for each dimension,
 /// where it starts and how long it is. Splits nest in mesh-axis order (axis 0

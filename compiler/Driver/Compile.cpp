@@ -135,7 +135,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
     auto seed = seeds->arguments.find(arg.name);
     if (seed == seeds->arguments.end())
       continue;
-    std::string problem = sbprt::checkLayout(*mesh, seed->second, arg.type().getShape().vec());
+    std::string problem = sbp::checkValueLayout(*mesh, seed->second, arg.value);
     if (!problem.empty())
       return emitError(arg.value.getLoc())
              << (arg.kind == ModelArgument::Kind::Param ? "parameter '" : "input '") << arg.name

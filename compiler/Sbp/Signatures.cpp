@@ -48,6 +48,21 @@ void divideShapes(std::vector<Shape> &shapes, llvm::ArrayRef<sbprt::Sbp> sbps, i
       shapes[i][sbps[i].dim] /= parts;
 }
 
+/// Whether a signature gives a partial layout to an integer value.
+bool partialInteger(const NdSignature &sig, Operation *op) {
+  auto bad = [](Value v, const sbprt::NdSbp &layout) {
+    return !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()) &&
+           llvm::any_of(layout, [](const sbprt::Sbp &s) { return s.isPartial(); });
+  };
+  for (auto [v, layout] : llvm::zip(op->getOperands(), sig.operands))
+    if (bad(v, layout))
+      return true;
+  for (auto [v, layout] : llvm::zip(op->getResults(), sig.results))
+    if (bad(v, layout))
+      return true;
+  return false;
+}
+
 bool mixesPartials(const std::vector<sbprt::NdSbp> &layouts) {
   return llvm::any_of(layouts, [](const sbprt::NdSbp &l) { return sbprt::mixesPartials(l); });
 }
@@ -64,7 +79,8 @@ std::vector<NdSignature> ndSignatures(Operation *op, const sbprt::Mesh &mesh) {
   std::function<void(size_t, const std::vector<Shape> &, const std::vector<Shape> &)> visit =
       [&](size_t axis, const std::vector<Shape> &operands, const std::vector<Shape> &results) {
         if (axis == mesh.shape.size()) {
-          if (!mixesPartials(current.operands) && !mixesPartials(current.results))
+          if (!mixesPartials(current.operands) && !mixesPartials(current.results) &&
+              !partialInteger(current, op))
             found.push_back(current);
           return;
         }

@@ -24,8 +24,9 @@ struct NdSignature {
 
 /// Every legal nd signature of `op` on `mesh`. Mesh axes are taken outermost
 /// first; each axis's 1-D rules see the local shapes the outer axes leave,
-/// and keep only splits that divide. Layouts that mix P(sum) and P(max) are
-/// dropped. Empty when the op has no SbpOpInterface.
+/// and keep only splits that divide. Layouts that mix P(sum) and P(max), and
+/// partial layouts of integer values, are dropped. Empty when the op has no
+/// SbpOpInterface.
 std::vector<NdSignature> ndSignatures(mlir::Operation *op, const sbprt::Mesh &mesh);
 
 /// Clones `op` to run on one device: operands mapped through `operands`

@@ -53,6 +53,19 @@ void setSignature(Operation *op, ArrayRef<sbprt::NdSbp> operands,
   op->setAttr(kResultLayouts, toArray(results));
 }
 
+std::string checkValueLayout(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return "a layout needs a statically shaped tensor, not " +
+           [&] {
+             std::string text;
+             llvm::raw_string_ostream os(text);
+             os << value.getType();
+             return text;
+           }();
+  return sbprt::checkLayout(mesh, layout, shapeOf(value), isa<FloatType>(type.getElementType()));
+}
+
 std::vector<int64_t> shapeOf(Value value) {
   auto shape = cast<RankedTensorType>(value.getType()).getShape();
   return {shape.begin(), shape.end()};

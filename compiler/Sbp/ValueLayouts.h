@@ -35,6 +35,11 @@ std::optional<sbprt::NdSbp> layoutOf(mlir::Value value);
 void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
                   llvm::ArrayRef<sbprt::NdSbp> results);
 
+/// Empty when `layout` fits `value` (a static tensor) on `mesh`; otherwise
+/// what is wrong (see sbprt::checkLayout).
+std::string checkValueLayout(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout,
+                             mlir::Value value);
+
 /// The shape and element size of a tensor value.
 std::vector<int64_t> shapeOf(mlir::Value value);
 size_t elementBytes(mlir::Value value);

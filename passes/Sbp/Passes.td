@@ -15,7 +15,13 @@ def SbpPropagate : Pass<"sbp-propagate", "mlir::ModuleOp"> {
     local shapes.
     Seeds are `sbp.constraint` ops and `sbp.layout` argument attributes; an
     argument without a seed takes the layout its first consumer wants, at
-    no cost. The choice is deterministic (ties go to the first signature).
+    no cost. A constraint's result has the pinned layout: an operand laid
+    out otherwise is boxed into it (insert-boxing makes that explicit), so
+    differing pins are conversions, not conflicts. Seeds that cannot hold
+    (a layout that does not fit its tensor, a partial layout on indices, an
+    existing boxing whose source disagrees with its operand) and ops with no
+    legal signature are errors naming the op or argument and the layouts.
+    The choice is deterministic (ties go to the first signature).
 
     Before:
     ```mlir

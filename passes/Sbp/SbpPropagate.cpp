@@ -11,7 +11,6 @@
 #include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
 
-#include "dialects/Graph/IR/GraphOps.h"
 
 namespace sbpc::sbp {
 #define GEN_PASS_DEF_SBPPROPAGATE
@@ -45,27 +44,41 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
   const sbprt::Mesh &mesh = context.mesh;
   BoxingPlans &plans = *context.plans;
   llvm::DenseMap<Value, sbprt::NdSbp> layouts;
-  for (BlockArgument arg : fn.getArguments())
-    if (std::optional<sbprt::NdSbp> seed = layoutOf(arg)) {
-      std::string problem = sbprt::checkLayout(mesh, *seed, shapeOf(arg));
-      if (!problem.empty())
-        return emitError(arg.getLoc()) << "argument #" << arg.getArgNumber() << " layout "
-                                       << sbprt::toString(*seed) << ": " << problem;
-      layouts[arg] = *seed;
-    }
+  for (BlockArgument arg : fn.getArguments()) {
+    Attribute attr = fn.getArgAttr(arg.getArgNumber(), kArgLayout);
+    if (!attr)
+      continue;
+    auto seed = dyn_cast<NdSbpAttr>(attr);
+    if (!seed)
+      return emitError(arg.getLoc()) << "argument #" << arg.getArgNumber() << ": '" << kArgLayout
+                                     << "' must be an #sbp.nd layout";
+    std::string problem = checkValueLayout(mesh, seed.toLayout(), arg);
+    if (!problem.empty())
+      return emitError(arg.getLoc()) << "argument #" << arg.getArgNumber() << " layout "
+                                     << sbprt::toString(seed.toLayout()) << ": " << problem;
+    layouts[arg] = seed.toLayout();
+  }
 
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp>(op))
       continue;
     if (auto constraint = dyn_cast<ConstraintOp>(op)) {
+      // The constraint's result has the pinned layout; an input laid out
+      // otherwise is boxed into it, a free one takes it.
       sbprt::NdSbp seed = constraint.getLayout().toLayout();
       layouts[constraint.getResult()] = seed;
-      layouts.try_emplace(constraint.getInput(), seed); // a free value takes the seed
+      layouts.try_emplace(constraint.getInput(), seed);
       continue;
     }
     if (auto boxing = dyn_cast<BoxingOp>(op)) {
+      sbprt::NdSbp from = boxing.getFrom().toLayout();
+      auto have = layouts.find(boxing.getInput());
+      if (have != layouts.end() && have->second != from)
+        return boxing.emitOpError() << "boxes from " << sbprt::toString(from)
+                                    << " but its operand is laid out "
+                                    << sbprt::toString(have->second);
       layouts[boxing.getResult()] = boxing.getTo().toLayout();
-      layouts.try_emplace(boxing.getInput(), boxing.getFrom().toLayout());
+      layouts.try_emplace(boxing.getInput(), from);
       continue;
     }
     std::vector<NdSignature> candidates = ndSignatures(&op, mesh);

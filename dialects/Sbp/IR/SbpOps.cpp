@@ -52,8 +52,10 @@ sbprt::Mesh MeshOp::toMesh() {
 
 LogicalResult sbpc::sbp::verifyLayout(Operation *op, MeshOp mesh, NdSbpAttr layout,
                                       RankedTensorType type, StringRef role) {
-  std::string problem = sbprt::checkLayout(mesh.toMesh(), layout.toLayout(),
-                                           {type.getShape().begin(), type.getShape().end()});
+  std::string problem =
+      sbprt::checkLayout(mesh.toMesh(), layout.toLayout(),
+                         {type.getShape().begin(), type.getShape().end()},
+                         isa<FloatType>(type.getElementType()));
   if (problem.empty())
     return success();
   return op->emitOpError() << role << " " << sbprt::toString(layout.toLayout()) << " on mesh @"

@@ -152,3 +152,13 @@ func.func @mixed_partials(%x: tensor<8xf32>) {
   %0 = sbp.constraint %x mesh @m [P(sum), P(max)] : tensor<8xf32>
   return
 }
+
+// -----
+
+// Tests that integer tensors cannot be partial.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @partial_indices(%t: tensor<8xi64>) {
+  // expected-error @+1 {{'sbp.constraint' op layout [P(max)] on mesh @m: a partial layout needs a floating-point tensor}}
+  %0 = sbp.constraint %t mesh @m [P(max)] : tensor<8xi64>
+  return
+}
