@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -12,19 +13,20 @@ namespace {
 
 /// Published peak numbers (f32, non-tensor-core for H100), rounded; the
 /// search needs their ratios more than their exact values.
-Cluster h100(const std::string &name, const Link &inter) {
-  Cluster c{name, 67e12, 80e9, 3.35e12, 8, {"nvlink", 3e-6, 450e9}, inter};
-  return c;
+Cluster h100(const std::string &name, int64_t devices) {
+  return Cluster{name,     67e12, 80e9, 3.35e12, 8, {"nvlink", 3e-6, 450e9},
+                 {"infiniband", 5e-6, 50e9}, devices};
 }
 
 std::vector<Cluster> presets() {
   return {
       // One host: every rank shares a memory system; MPI over shared memory.
       Cluster{"cpu", 1e11, 24e9, 2e10, 1 << 20, {"shared-memory", 1e-6, 5e9},
-              {"shared-memory", 1e-6, 5e9}},
-      h100("dgx-h100x8", {"infiniband", 5e-6, 50e9}),
+              {"shared-memory", 1e-6, 5e9}, 0},
+      // One DGX node: eight GPUs on NVLink.
+      h100("dgx-h100x8", 8),
       // Many DGX nodes: NVLink inside a node, 400 Gb/s InfiniBand per GPU across.
-      h100("dgx-h100-cluster", {"infiniband", 5e-6, 50e9}),
+      h100("dgx-h100-cluster", 0),
   };
 }
 
@@ -86,11 +88,23 @@ std::optional<Cluster> readClusterFile(const std::string &path, std::string &err
       !readLink(root, "intra_node", path, c.intraNode, error) ||
       !readLink(root, "inter_node", path, c.interNode, error))
     return std::nullopt;
-  if (devicesPerNode != static_cast<double>(static_cast<int64_t>(devicesPerNode))) {
-    error = path + ": 'devices_per_node' must be an integer";
+  if (devicesPerNode > static_cast<double>(sbprt::kMaxDevices) ||
+      devicesPerNode != std::floor(devicesPerNode)) {
+    error = path + ": 'devices_per_node' must be an integer of at most " +
+            std::to_string(sbprt::kMaxDevices);
     return std::nullopt;
   }
   c.devicesPerNode = static_cast<int64_t>(devicesPerNode);
+  if (root.contains("devices")) {
+    double devices = 0;
+    if (!readPositive(root, "devices", path, devices, error))
+      return std::nullopt;
+    if (devices > static_cast<double>(sbprt::kMaxDevices) || devices != std::floor(devices)) {
+      error = path + ": 'devices' must be an integer of at most " + std::to_string(sbprt::kMaxDevices);
+      return std::nullopt;
+    }
+    c.devices = static_cast<int64_t>(devices);
+  }
   return c;
 }
 

@@ -25,6 +25,8 @@ struct Cluster {
   double memoryBandwidth = 0; // bytes/s of one device's memory
   int64_t devicesPerNode = 1;
   Link intraNode, interNode;
+  /// How many devices the cluster has; 0 for as many as a mesh asks.
+  int64_t devices = 0;
 
   /// The link mesh axis `axis` uses: axes are laid out innermost (last)
   /// first, filling a node before crossing to the next.

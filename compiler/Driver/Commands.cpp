@@ -111,7 +111,16 @@ LogicalResult sbpc::runExplain(const std::string &reportPath) {
       nlohmann::json::parse(buffer->getBuffer().str(), nullptr, /*allow_exceptions=*/false);
   if (report.is_discarded())
     return reportError(reportPath + ": not valid JSON");
-  if (failed(explainReport(report, llvm::outs(), error)))
-    return reportError(reportPath + ": not an sbpc report: " + error);
+  // Print only once the whole report has been read: a field of the wrong
+  // type (nlohmann throws) then leaves no half-printed plan behind.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  try {
+    if (failed(explainReport(report, os, error)))
+      return reportError(reportPath + ": not an sbpc report: " + error);
+  } catch (const nlohmann::json::exception &e) {
+    return reportError(reportPath + ": not an sbpc report: " + e.what());
+  }
+  llvm::outs() << text;
   return success();
 }

@@ -5,22 +5,21 @@
 #include "compiler/Driver/Commands.h"
 #include "compiler/Report/Report.h"
 #include "compiler/Sbp/Strategies.h"
+#include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
-#include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
-#include "mlir/Support/FileUtilities.h"
 
 #include <chrono>
-#include <fstream>
 
 using namespace mlir;
 using namespace sbpc;
@@ -50,41 +49,6 @@ FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx
   return std::make_pair(name.str(), layout.toLayout());
 }
 
-/// Pins the residual stream to `layout` with constraints: what embeddings
-/// produce, what layer norms take and produce, and the model's results
-/// where the layout fits them.
-void pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &layout) {
-  OpBuilder b(fn.getContext());
-  auto attr = sbp::NdSbpAttr::get(fn.getContext(), layout);
-  auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-  auto pinResult = [&](Operation *op) {
-    b.setInsertionPointAfter(op);
-    Value result = op->getResult(0);
-    auto constraint = b.create<sbp::ConstraintOp>(op->getLoc(), result.getType(), result, meshRef, attr);
-    result.replaceAllUsesExcept(constraint.getResult(), constraint);
-  };
-  fn.walk([&](Operation *op) {
-    if (isa<graph::EmbeddingOp>(op))
-      pinResult(op);
-    if (auto norm = dyn_cast<graph::LayerNormOp>(op)) {
-      b.setInsertionPoint(norm);
-      Value input = norm.getInput();
-      auto constraint = b.create<sbp::ConstraintOp>(norm.getLoc(), input.getType(), input, meshRef, attr);
-      norm.getInputMutable().assign(constraint.getResult());
-      pinResult(norm);
-    }
-  });
-  sbprt::Mesh plain = mesh.toMesh();
-  Operation *ret = fn.getBody().front().getTerminator();
-  b.setInsertionPoint(ret);
-  for (OpOperand &result : ret->getOpOperands()) {
-    Value v = result.get();
-    if (!sbprt::checkLayout(plain, layout, sbp::shapeOf(v)).empty())
-      continue;
-    result.set(b.create<sbp::ConstraintOp>(ret->getLoc(), v.getType(), v, meshRef, attr));
-  }
-}
-
 LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::string error;
   auto file = openOutputFile(path, &error);
@@ -105,9 +69,16 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   std::optional<Cluster> cluster = loadCluster(command.cluster, error);
   if (!cluster)
     return reportError("--cluster: " + error);
+  if (cluster->devices && mesh->numDevices() > cluster->devices)
+    return reportError("--mesh " + command.mesh + " has " + std::to_string(mesh->numDevices()) +
+                       " devices but cluster " + cluster->name + " has " +
+                       std::to_string(cluster->devices));
   OwningOpRef<ModuleOp> module = parseModelFile(command.modelPath, ctx);
   if (!module)
     return failure();
+  if (auto existing = *module->getOps<sbp::MeshOp>().begin(); !module->getOps<sbp::MeshOp>().empty())
+    return existing.emitError() << "the model already declares a mesh; sbpc compile lays it out "
+                                   "on --mesh (use sbpc-opt --sbp-propagate for a model with its own)";
   FailureOr<ModelSignature> model = getModelSignature(*module);
   if (failed(model))
     return failure();
@@ -148,12 +119,9 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
     pinResidualStream(model->func, meshOp, *seeds->residualStream);
 
   PassManager pm(&ctx);
-  sbp::SbpPropagateOptions propagate;
-  propagate.cluster = command.cluster;
-  pm.addPass(sbp::createSbpPropagate(propagate));
-  sbp::SbpInsertBoxingOptions boxing;
-  boxing.cluster = command.cluster;
-  pm.addPass(sbp::createSbpInsertBoxing(boxing));
+  sbp::SbpPipelineOptions pipeline;
+  pipeline.cluster = command.cluster;
+  sbp::buildSbpPipeline(pm, pipeline);
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(*module)))
     return failure();

@@ -126,10 +126,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         for (Operation *user : result.getUsers())
           if (!last || last->isBeforeInBlock(user))
             last = user;
-        if (last)
-          freedAfter[last] += bytes;
-        else
-          live -= bytes;
+        freedAfter[last ? last : &op] += bytes;
       }
       peakActivations = std::max(peakActivations, live);
       live -= freedAfter.lookup(&op);

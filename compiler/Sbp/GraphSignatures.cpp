@@ -269,7 +269,7 @@ double flopsFor(Operation *op, ShapeList in, ShapeList out) {
       .Case<GeluOp, GeluGradOp, AdamwUpdateOp>([&](auto) { return 10.0 * count(in[0]); })
       .Case<ReshapeOp, TransposeOp, SliceOp, ConcatOp, EmbeddingOp, PadOp, BroadcastOp,
             ConstantOp>([&](auto) { return 0.0; })
-      .Default([&](Operation *) { return in.empty() ? 0.0 : count(in[0]); });
+      .Default([&](Operation *) { return out.empty() ? 0.0 : count(out[0]); });
 }
 
 struct GraphSbpModel : sbpc::sbp::SbpOpInterface::FallbackModel<GraphSbpModel> {

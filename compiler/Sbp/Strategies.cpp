@@ -9,6 +9,11 @@
 // per MLP.
 #include "compiler/Sbp/Strategies.h"
 
+#include "compiler/Sbp/ValueLayouts.h"
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -117,3 +122,41 @@ std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSigna
 }
 
 } // namespace sbpc
+
+using namespace mlir;
+
+/// Pins the residual stream to `layout` with constraints: what embeddings
+/// produce, what layer norms take and produce, and the model's results
+/// where the layout fits them.
+void sbpc::pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &layout) {
+  OpBuilder b(fn.getContext());
+  auto attr = sbp::NdSbpAttr::get(fn.getContext(), layout);
+  auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  auto pinResult = [&](Operation *op) {
+    b.setInsertionPointAfter(op);
+    Value result = op->getResult(0);
+    auto constraint = b.create<sbp::ConstraintOp>(op->getLoc(), result.getType(), result, meshRef, attr);
+    result.replaceAllUsesExcept(constraint.getResult(), constraint);
+  };
+  fn.walk([&](Operation *op) {
+    if (isa<graph::EmbeddingOp>(op))
+      pinResult(op);
+    if (auto norm = dyn_cast<graph::LayerNormOp>(op)) {
+      b.setInsertionPoint(norm);
+      Value input = norm.getInput();
+      auto constraint = b.create<sbp::ConstraintOp>(norm.getLoc(), input.getType(), input, meshRef, attr);
+      norm.getInputMutable().assign(constraint.getResult());
+      pinResult(norm);
+    }
+  });
+  sbprt::Mesh plain = mesh.toMesh();
+  Operation *ret = fn.getBody().front().getTerminator();
+  b.setInsertionPoint(ret);
+  for (OpOperand &result : ret->getOpOperands()) {
+    Value v = result.get();
+    if (!sbprt::checkLayout(plain, layout, sbp::shapeOf(v)).empty())
+      continue;
+    result.set(b.create<sbp::ConstraintOp>(ret->getLoc(), v.getType(), v, meshRef, attr));
+  }
+}
+

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/Model/ModelSignature.h"
+#include "dialects/Sbp/IR/SbpOps.h"
 #include "runtime/Layout.h"
 
 #include <map>
@@ -34,5 +35,10 @@ struct Seeds {
 /// one-line `error` for an unknown strategy or a mesh it cannot use.
 std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSignature &model,
                                    const sbprt::Mesh &mesh, std::string &error);
+
+/// Pins the residual stream of `fn` to `layout` with sbp.constraint ops:
+/// what embeddings produce, what layer norms take and produce, and the
+/// model's results where the layout fits them.
+void pinResidualStream(mlir::func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &layout);
 
 } // namespace sbpc

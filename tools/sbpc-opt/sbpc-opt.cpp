@@ -15,6 +15,7 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   sbpc::sbp::registerSbpPasses();
+  sbpc::sbp::registerSbpPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "sbpc optimizer driver\n", registry));
 }
