@@ -139,6 +139,29 @@ std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t 
   return factors;
 }
 
+bool layoutFits(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
+                bool isFloat) {
+  if (layout.size() != mesh.shape.size() || mixesPartials(layout))
+    return false;
+  int64_t factors[16] = {};
+  if (shape.size() > 16)
+    return checkLayout(mesh, layout, shape, isFloat).empty();
+  std::fill(factors, factors + shape.size(), 1);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (layout[i].isPartial() && !isFloat)
+      return false;
+    if (!layout[i].isSplit())
+      continue;
+    if (layout[i].dim >= static_cast<int64_t>(shape.size()))
+      return false;
+    factors[layout[i].dim] *= mesh.shape[i];
+  }
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] % factors[d] != 0)
+      return false;
+  return true;
+}
+
 std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
                         bool isFloat) {
   std::ostringstream os;

@@ -95,6 +95,11 @@ std::vector<int64_t> splitFactors(const Mesh &mesh, const NdSbp &layout, size_t 
 /// Empty when `layout` fits a tensor of `shape` on `mesh` (one entry per
 /// axis, split dimensions in range and divisible, not both P(sum) and
 /// P(max)); otherwise what is wrong, worded to follow "layout L: ".
+/// Whether checkLayout would find nothing wrong; allocation-free, for the
+/// planner's inner loop.
+bool layoutFits(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
+                bool isFloat = true);
+
 /// Partial layouts need a floating-point tensor (`isFloat`): indices do not
 /// add up.
 std::string checkLayout(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,

@@ -122,7 +122,7 @@ std::optional<BoxingPlan> planBoxing(const sbprt::Mesh &mesh, const NdSbp &from,
           continue;
         NdSbp moved = state;
         moved[axis] = next;
-        if (!sbprt::checkLayout(mesh, moved, shape).empty())
+        if (!sbprt::layoutFits(mesh, moved, shape))
           continue;
         BoxingStep step = costHop(mesh, state, hop, tensorBytes, cluster);
         Cost total{cost.seconds + step.seconds, cost.bytes + step.bytesPerRank};

@@ -8,6 +8,7 @@
 // their first consumer wants at no cost. One pass over the ops; per op,
 // every nd signature (a few dozen) with memoized boxing plans.
 #include "compiler/Sbp/Signatures.h"
+#include "runtime/Tensor.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
 
@@ -95,19 +96,58 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
     }
 
     // Consistency first: the least boxing from the operands' layouts; then
-    // the least compute; then the first signature.
-    const NdSignature *best = nullptr;
-    std::pair<double, double> bestCost;
-    for (const NdSignature &sig : candidates) {
-      double boxing = 0;
+    // the least compute; then the first signature. Signatures that need no
+    // boxing at all are looked at first: most ops have one, and planning a
+    // boxing for each of thousands of nd signatures (on 4-D meshes) is what
+    // would cost time.
+    auto needsNoBoxing = [&](const NdSignature &sig) {
       for (auto [operand, wanted] : llvm::zip(op.getOperands(), sig.operands)) {
         auto have = layouts.find(operand);
         if (have != layouts.end() && have->second != wanted)
-          boxing += plans.get(operand, have->second, wanted).seconds;
+          return false;
       }
-      std::pair<double, double> cost{boxing, computeSecondsOf(&op, sig, mesh, context.cluster)};
+      return true;
+    };
+    // Otherwise candidates are ranked by a per-axis estimate of their
+    // boxing and only the best few are planned exactly.
+    auto boxingCost = [&](const NdSignature &sig, bool exact) {
+      double seconds = 0;
+      for (auto [operand, wanted] : llvm::zip(op.getOperands(), sig.operands)) {
+        auto have = layouts.find(operand);
+        if (have == layouts.end() || have->second == wanted)
+          continue;
+        if (exact) {
+          seconds += plans.get(operand, have->second, wanted).seconds;
+          continue;
+        }
+        double bytes = static_cast<double>(elementBytes(operand)) *
+                       static_cast<double>(sbprt::numElements(shapeOf(operand)));
+        for (size_t axis = 0; axis < wanted.size(); ++axis)
+          if (have->second[axis] != wanted[axis])
+            seconds += costHop(mesh, have->second, {axis, have->second[axis], wanted[axis]}, bytes,
+                               context.cluster)
+                           .seconds;
+      }
+      return seconds;
+    };
+    using Ranked = std::pair<std::pair<double, double>, const NdSignature *>;
+    std::vector<Ranked> ranked;
+    bool anyFree = llvm::any_of(candidates, needsNoBoxing);
+    for (const NdSignature &sig : candidates)
+      if (!anyFree || needsNoBoxing(sig))
+        ranked.push_back({{anyFree ? 0.0 : boxingCost(sig, /*exact=*/false),
+                           computeSecondsOf(&op, sig, mesh, context.cluster)},
+                          &sig});
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const Ranked &a, const Ranked &b) { return a.first < b.first; });
+    constexpr size_t kPlannedExactly = 8;
+    const NdSignature *best = nullptr;
+    std::pair<double, double> bestCost;
+    for (size_t i = 0; i < ranked.size() && (anyFree ? i < 1 : i < kPlannedExactly); ++i) {
+      std::pair<double, double> cost{anyFree ? 0.0 : boxingCost(*ranked[i].second, true),
+                                     ranked[i].first.second};
       if (!best || cost < bestCost) {
-        best = &sig;
+        best = ranked[i].second;
         bestCost = cost;
       }
     }
