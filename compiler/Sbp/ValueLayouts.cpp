@@ -1,9 +1,10 @@
 // Layouts of values in laid-out IR.
 #include "compiler/Sbp/ValueLayouts.h"
 
+#include "compiler/Support/Diagnostics.h"
+
 #include "runtime/Tensor.h"
 
-#include "llvm/Support/Path.h"
 
 using namespace mlir;
 
@@ -126,15 +127,8 @@ LogicalResult forEachFunction(ModuleOp module, const std::string &clusterName,
 }
 
 std::string describeLocation(Location loc) {
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (llvm::sys::path::filename(file.getFilename().getValue()) + ":" +
-            Twine(file.getLine()) + ":" + Twine(file.getColumn()))
-        .str();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return describeLocation(name.getChildLoc());
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    return fused.getLocations().empty() ? "?" : describeLocation(fused.getLocations().front());
-  return "an unknown location";
+  std::string text = formatLocation(loc, /*fileNameOnly=*/true);
+  return text.empty() ? "an unknown location" : text;
 }
 
 } // namespace sbpc::sbp

@@ -3,27 +3,37 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 
-static void printLocation(Location loc, llvm::raw_ostream &os) {
+std::string sbpc::formatLocation(Location loc, bool fileNameOnly) {
   if (auto file = dyn_cast<FileLineColLoc>(loc)) {
-    os << file.getFilename().getValue() << ":" << file.getLine() << ":" << file.getColumn()
-       << ": ";
-    return;
+    StringRef name = file.getFilename().getValue();
+    return ((fileNameOnly ? llvm::sys::path::filename(name) : name) + ":" +
+            Twine(file.getLine()) + ":" + Twine(file.getColumn()))
+        .str();
   }
   if (auto name = dyn_cast<NameLoc>(loc))
-    return printLocation(name.getChildLoc(), os);
-  if (auto fused = dyn_cast<FusedLoc>(loc)) {
-    if (!fused.getLocations().empty())
-      printLocation(fused.getLocations().front(), os);
-    return;
-  }
+    return formatLocation(name.getChildLoc(), fileNameOnly);
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? ""
+                                        : formatLocation(fused.getLocations().front(), fileNameOnly);
   if (auto callSite = dyn_cast<CallSiteLoc>(loc))
-    return printLocation(callSite.getCallee(), os);
-  if (!isa<UnknownLoc>(loc))
-    os << loc << ": ";
+    return formatLocation(callSite.getCallee(), fileNameOnly);
+  if (isa<UnknownLoc>(loc))
+    return "";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << loc;
+  return text;
+}
+
+static void printLocation(Location loc, llvm::raw_ostream &os) {
+  std::string text = sbpc::formatLocation(loc);
+  if (!text.empty())
+    os << text << ": ";
 }
 
 static const char *severityName(DiagnosticSeverity severity) {

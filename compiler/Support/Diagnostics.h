@@ -12,6 +12,10 @@ public:
   explicit OneLineDiagnostics(mlir::MLIRContext *ctx);
 };
 
+/// "file:line:col" for a location (the file's name alone with
+/// `fileNameOnly`); empty when the location says nothing.
+std::string formatLocation(mlir::Location loc, bool fileNameOnly = false);
+
 /// Reports an error that has no place in the IR (a file, an option) as
 /// `sbpc: error: message` and returns failure.
 mlir::LogicalResult reportError(const llvm::Twine &message);
