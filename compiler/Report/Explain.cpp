@@ -111,5 +111,9 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
      << bytesText(num(totals["comm_bytes_per_rank"])) << ", estimated time "
      << secondsText(num(totals["estimated_step_time_s"])) << ", peak memory "
      << bytesText(num(totals["peak_memory_bytes"])) << "\n";
+  if (totals.value("fits_device_memory", json(true)) == json(false))
+    os << "Warning: the peak memory per rank exceeds the device's "
+       << bytesText(num(report.value("cluster", json::object()).value("device_memory_bytes", json(0))))
+       << ": this plan does not fit\n";
   return mlir::success();
 }

@@ -149,6 +149,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         {"compute_time_s", compute},
         {"comm_time_s", comm},
         {"estimated_step_time_s", compute + comm},
-        {"peak_memory_bytes", argBytes + peakActivations}}},
+        {"peak_memory_bytes", argBytes + peakActivations},
+        {"fits_device_memory", argBytes + peakActivations <= inputs.cluster.memoryBytes}}},
   };
 }

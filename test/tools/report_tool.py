@@ -21,7 +21,8 @@ SCHEMA = {
                  "collective": str, "mesh_axes": [str], "bytes_per_rank": int,
                  "est_time_s": float, "location": str, "reason": str}],
     "totals": {"comm_bytes_per_rank": float, "compute_time_s": float, "comm_time_s": float,
-               "estimated_step_time_s": float, "peak_memory_bytes": float},
+               "estimated_step_time_s": float, "peak_memory_bytes": float,
+               "fits_device_memory": bool},
 }
 
 
@@ -41,6 +42,9 @@ def check(value, schema, path, problems):
             return
         for i, item in enumerate(value):
             check(item, schema[0], f"{path}[{i}]", problems)
+    elif schema is bool:
+        if not isinstance(value, bool):
+            problems.append(f"{path}: expected a boolean")
     elif schema is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             problems.append(f"{path}: expected a number")
