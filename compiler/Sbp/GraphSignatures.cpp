@@ -65,8 +65,10 @@ Sbp broadcastOperand(const Shape &shape, const Shape &result, int64_t dim) {
   return d >= 0 && shape[d] == result[dim] ? S(d) : B;
 }
 
+/// `maxLeft`/`maxRight`: a partial maximum shifted by a broadcast value is
+/// still a partial maximum (x - max(x) in a vocabulary-parallel softmax).
 void broadcastBinary(ShapeList in, const Shape &out, bool sumBoth, bool sumLeft, bool sumRight,
-                     Rules r) {
+                     bool maxLeft, bool maxRight, Rules r) {
   r.add({B, B}, {B});
   for (int64_t e = 0; e < rankOf(out); ++e)
     r.add({broadcastOperand(in[0], out, e), broadcastOperand(in[1], out, e)}, {S(e)});
@@ -76,6 +78,10 @@ void broadcastBinary(ShapeList in, const Shape &out, bool sumBoth, bool sumLeft,
     r.add({Psum, B}, {Psum});
   if (sumRight)
     r.add({B, Psum}, {Psum});
+  if (maxLeft)
+    r.add({Pmax, B}, {Pmax});
+  if (maxRight)
+    r.add({B, Pmax}, {Pmax});
 }
 
 void matmul(MatmulOp op, ShapeList in, Rules r) {
@@ -144,9 +150,10 @@ void rulesFor(Operation *op, ShapeList in, ShapeList out, Rules r) {
       .Case<ExpOp, TanhOp, ReluOp>([&](auto) { elementwise(out[0], 1, 1, false, true, r); })
       .Case<LogOp, SqrtOp, RsqrtOp, GeluOp>(
           [&](auto) { elementwise(out[0], 1, 1, false, false, r); })
-      .Case<AddOp, SubOp>([&](auto) { broadcastBinary(in, out[0], true, false, false, r); })
-      .Case([&](MulOp) { broadcastBinary(in, out[0], false, true, true, r); })
-      .Case([&](DivOp) { broadcastBinary(in, out[0], false, true, false, r); })
+      .Case([&](AddOp) { broadcastBinary(in, out[0], true, false, false, true, true, r); })
+      .Case([&](SubOp) { broadcastBinary(in, out[0], true, false, false, true, false, r); })
+      .Case([&](MulOp) { broadcastBinary(in, out[0], false, true, true, false, false, r); })
+      .Case([&](DivOp) { broadcastBinary(in, out[0], false, true, false, false, false, r); })
       .Case([&](MatmulOp o) { matmul(o, in, r); })
       .Case([&](ReduceSumOp o) { reduction(o.getDims(), o.getKeepdims(), in[0], Psum, Psum, r); })
       .Case([&](ReduceMeanOp o) {
