@@ -132,6 +132,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       live -= freedAfter.lookup(&op);
     }
   }
+  nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
+  search.update(inputs.searchDetails);
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
                             {"device_memory_bytes", inputs.cluster.memoryBytes}};
@@ -141,7 +143,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       {"mesh", {{"spec", inputs.mesh}, {"axes", mesh.axes}, {"shape", mesh.shape}}},
       {"cluster", cluster},
       {"strategy", {{"name", inputs.strategy}, {"source", inputs.strategySource}}},
-      {"search", {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}}},
+      {"search", search},
       {"ops", ops},
       {"boxings", boxings},
       {"totals",

@@ -22,7 +22,7 @@ namespace sbpc {
 using sbprt::NdSbp;
 using sbprt::Sbp;
 
-std::vector<std::string> strategyNames() { return {"dp", "tp", "dp-tp", "propagate"}; }
+std::vector<std::string> strategyNames() { return {"dp", "tp", "dp-tp", "propagate", "exact"}; }
 
 std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error) {
   sbprt::Mesh mesh;
@@ -87,7 +87,8 @@ std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSigna
   size_t axes = mesh.axes.size();
   Seeds seeds;
   NdSbp allBroadcast(axes, Sbp::broadcast());
-  if (strategy == "propagate")
+  // Propagation and search start from the user's seeds alone.
+  if (strategy == "propagate" || strategy == "exact")
     return seeds;
   if (strategy == "dp") {
     // The batch is split over every axis; parameters are replicated.

@@ -106,7 +106,8 @@ static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh, e.g. dp=2
                                         cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileStrategy("strategy",
-                    cl::desc("dp | tp | dp-tp | propagate (only --layout seeds) (default dp-tp)"),
+                    cl::desc("dp | tp | dp-tp | propagate (only --layout seeds) | exact (the "
+                             "optimum, small graphs only) (default dp-tp)"),
                     cl::init("dp-tp"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::list<std::string>
     compileLayouts("layout", cl::desc("Seed a parameter or input: NAME=[S(0), B] (repeatable)"),
