@@ -12,8 +12,8 @@
 
 #include "runtime/Tensor.h"
 
-#include <map>
 #include <queue>
+#include <unordered_map>
 
 namespace sbpc {
 
@@ -63,25 +63,31 @@ BoxingStep costHop(const sbprt::Mesh &mesh, const NdSbp &current, const Hop &hop
 }
 
 namespace {
-/// Orders layouts so that they can key a map.
-struct LayoutLess {
-  bool operator()(const NdSbp &a, const NdSbp &b) const {
-    auto key = [](const Sbp &s) {
-      return std::make_tuple(static_cast<int>(s.kind), s.isSplit() ? s.dim : 0,
-                             s.isPartial() ? static_cast<int>(s.reduce) : 0);
-    };
-    for (size_t i = 0; i < a.size(); ++i)
-      if (key(a[i]) != key(b[i]))
-        return key(a[i]) < key(b[i]);
-    return false;
+/// A layout packed into 64 bits, 4 per axis (B, P(sum), P(max), S(0..12)),
+/// to key the search's tables without allocating.
+uint64_t pack(const NdSbp &layout) {
+  uint64_t key = 0;
+  for (const Sbp &s : layout) {
+    uint64_t code = s.isBroadcast() ? 0
+                    : s.isPartial() ? 1 + static_cast<uint64_t>(s.reduce != Sbp::Reduce::Sum)
+                                    : 3 + static_cast<uint64_t>(s.dim);
+    key = (key << 4) | code;
   }
-};
+  return key;
+}
 
 struct Cost {
   double seconds = 0, bytes = 0;
   bool operator<(const Cost &o) const {
     return seconds != o.seconds ? seconds < o.seconds : bytes < o.bytes;
   }
+};
+
+struct State {
+  NdSbp layout;
+  Cost cost;
+  int previous = -1;
+  BoxingStep step;
 };
 } // namespace
 
@@ -95,28 +101,39 @@ std::optional<BoxingPlan> planBoxing(const sbprt::Mesh &mesh, const NdSbp &from,
       return std::nullopt;
     }
   }
+  // Packing needs at most 16 axes and splits of dimensions below 13.
+  if (from.size() > 16 || shape.size() > 13) {
+    error = "boxing plans support at most 16 mesh axes and 13 tensor dimensions";
+    return std::nullopt;
+  }
   double tensorBytes = static_cast<double>(elementBytes) * sbprt::numElements(shape);
-  std::map<NdSbp, Cost, LayoutLess> best{{from, {}}};
-  std::map<NdSbp, std::pair<NdSbp, BoxingStep>, LayoutLess> cameFrom;
-  using Entry = std::pair<Cost, NdSbp>;
+  std::vector<State> states{{from, {}, -1, {}}};
+  std::unordered_map<uint64_t, int> index{{pack(from), 0}};
+  using Entry = std::pair<Cost, int>;
   auto later = [](const Entry &a, const Entry &b) { return b.first < a.first; };
   std::priority_queue<Entry, std::vector<Entry>, decltype(later)> frontier(later);
-  frontier.push({{}, from});
-  while (!frontier.empty()) {
-    auto [cost, state] = frontier.top();
+  frontier.push({{}, 0});
+  uint64_t target = pack(to);
+  int reached = pack(from) == target ? 0 : -1;
+  std::vector<Sbp> moves;
+  while (!frontier.empty() && reached < 0) {
+    auto [cost, id] = frontier.top();
     frontier.pop();
-    if (best[state] < cost)
+    if (states[id].cost < cost)
       continue;
-    if (!LayoutLess()(state, to) && !LayoutLess()(to, state))
+    if (pack(states[id].layout) == target) {
+      reached = id;
       break;
+    }
     // Even an axis already at its target may have to change for a while:
     // gather to unblock an outer axis ([B, S(0)] -> [S(0), S(0)]), or
     // reduce-scatter first so that another axis moves less.
-    for (size_t axis = 0; axis < state.size(); ++axis) {
-      std::vector<Sbp> moves = {to[axis], Sbp::broadcast()};
+    for (size_t axis = 0; axis < from.size(); ++axis) {
+      moves.assign({to[axis], Sbp::broadcast()});
       for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
         moves.push_back(Sbp::split(d));
       for (const Sbp &next : moves) {
+        const NdSbp &state = states[id].layout;
         Hop hop{axis, state[axis], next};
         if (next == state[axis] || !sbprt::isDirectHop(state, hop))
           continue;
@@ -126,24 +143,25 @@ std::optional<BoxingPlan> planBoxing(const sbprt::Mesh &mesh, const NdSbp &from,
           continue;
         BoxingStep step = costHop(mesh, state, hop, tensorBytes, cluster);
         Cost total{cost.seconds + step.seconds, cost.bytes + step.bytesPerRank};
-        auto found = best.find(moved);
-        if (found != best.end() && !(total < found->second))
+        auto [found, isNew] = index.try_emplace(pack(moved), static_cast<int>(states.size()));
+        if (isNew)
+          states.push_back({std::move(moved), total, id, step});
+        else if (total < states[found->second].cost)
+          states[found->second] = {std::move(moved), total, id, step};
+        else
           continue;
-        best[moved] = total;
-        cameFrom[moved] = {state, step};
-        frontier.push({total, moved});
+        frontier.push({total, found->second});
       }
     }
   }
-  bool same = !LayoutLess()(from, to) && !LayoutLess()(to, from);
-  if (!same && !cameFrom.count(to)) {
+  if (reached < 0) {
     error = "no sequence of collectives changes " + sbprt::toString(from) + " into " +
             sbprt::toString(to);
     return std::nullopt;
   }
   BoxingPlan plan;
-  for (NdSbp at = to; cameFrom.count(at); at = cameFrom[at].first)
-    plan.steps.insert(plan.steps.begin(), cameFrom[at].second);
+  for (int at = reached; states[at].previous >= 0; at = states[at].previous)
+    plan.steps.insert(plan.steps.begin(), states[at].step);
   for (const BoxingStep &step : plan.steps) {
     plan.bytesPerRank += step.bytesPerRank;
     plan.seconds += step.seconds;
