@@ -5,7 +5,6 @@
 #include "compiler/Driver/Commands.h"
 #include "compiler/Report/Report.h"
 #include "compiler/Sbp/Strategies.h"
-#include "compiler/Search/SearchProblem.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -24,9 +23,6 @@
 
 using namespace mlir;
 using namespace sbpc;
-
-/// How many live states the exact search may keep before it gives up.
-static constexpr size_t kMaxExactStates = 200000;
 
 namespace {
 
@@ -123,23 +119,14 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
     pinResidualStream(model->func, meshOp, *seeds->residualStream);
 
   PassManager pm(&ctx);
-  nlohmann::json searchDetails = nlohmann::json::object();
   auto start = std::chrono::steady_clock::now();
-  if (command.strategy == "exact") {
+  if (isSearchStrategy(command.strategy)) {
     // The search chooses every signature; boxing makes its changes explicit.
-    sbp::BoxingPlans plans(*mesh, *cluster);
-    FailureOr<search::SearchProblem> problem =
-        search::SearchProblem::build(model->func, *mesh, *cluster, plans);
-    if (failed(problem))
-      return failure();
-    std::optional<search::Solution> solution =
-        search::solveExact(*problem, kMaxExactStates, error);
-    if (!solution)
-      return reportError(error);
-    search::applySolution(*problem, *solution, meshOp);
-    searchDetails = {{"candidates_evaluated", solution->candidatesEvaluated},
-                     {"states_explored", solution->statesExplored},
-                     {"plan_seconds", solution->seconds}};
+    sbp::SbpSearchOptions search;
+    search.algorithm = command.strategy;
+    search.cluster = command.cluster;
+    search.memoryCheck = !command.ignoreMemory;
+    pm.addPass(sbp::createSbpSearch(search));
     sbp::SbpInsertBoxingOptions boxing;
     boxing.cluster = command.cluster;
     pm.addPass(sbp::createSbpInsertBoxing(boxing));
@@ -160,9 +147,8 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
                       command.strategy,
                       command.layouts.empty() ? "named strategy"
                                               : "named strategy with --layout seeds",
-                      command.strategy == "exact" ? "exact" : "propagate",
-                      seconds,
-                      searchDetails};
+                      isSearchStrategy(command.strategy) ? command.strategy : "propagate",
+                      seconds};
   nlohmann::json report = buildReport(*module, inputs);
   llvm::SmallString<256> reportPath(command.outputDir), modelPath(command.outputDir);
   llvm::sys::path::append(reportPath, "report.json");

@@ -11,11 +11,12 @@ namespace sbpc {
 struct CompileCommand {
   std::string modelPath;
   std::string mesh;                 // "dp=2,tp=4"
-  std::string strategy = "dp-tp";   // see strategyNames()
+  std::string strategy = "auto";    // see strategyNames()
   std::vector<std::string> layouts; // "NAME=[S(0), B]" seeds that override the strategy
   std::string cluster = "cpu";      // preset or JSON file
   std::string outputDir;
   bool reportOnly = false;          // --emit report: only report.json
+  bool ignoreMemory = false;        // auto: do not reject plans over device memory
 };
 
 /// Compiles as far as this version goes (layouts and boxing) into

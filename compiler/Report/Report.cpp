@@ -62,11 +62,22 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   sbprt::Mesh mesh = meshOp.toMesh();
   BoxingPlans plans(mesh, inputs.cluster);
   nlohmann::json ops = nlohmann::json::array(), boxings = nlohmann::json::array();
+  nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   double compute = 0, comm = 0, commBytes = 0, argBytes = 0, peakActivations = 0;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
     ValueNames names(fn);
+    // What --sbp-search recorded.
+    if (auto details = fn->getAttrOfType<DictionaryAttr>(kFuncSearch))
+      for (NamedAttribute entry : details) {
+        if (auto text = dyn_cast<StringAttr>(entry.getValue()))
+          search[entry.getName().str()] = text.str();
+        else if (auto integer = dyn_cast<IntegerAttr>(entry.getValue()))
+          search[entry.getName().str()] = integer.getInt();
+        else if (auto real = dyn_cast<FloatAttr>(entry.getValue()))
+          search[entry.getName().str()] = real.getValueAsDouble();
+      }
     for (BlockArgument arg : fn.getArguments())
       if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
         argBytes += localBytes(mesh, arg, *layout);
@@ -108,12 +119,25 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         }
         double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster);
         compute += seconds;
-        ops.push_back({{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
-                       {"op", op.getName().getStringRef().str()},
-                       {"location", describeLocation(op.getLoc())},
-                       {"operands", operands},
-                       {"results", results},
-                       {"est_time_s", seconds}});
+        nlohmann::json entry = {{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
+                                {"op", op.getName().getStringRef().str()},
+                                {"location", describeLocation(op.getLoc())},
+                                {"operands", operands},
+                                {"results", results},
+                                {"est_time_s", seconds}};
+        if (auto runnerUp = op.getAttrOfType<DictionaryAttr>(kRunnerUp)) {
+          auto layouts = [](Attribute attr) {
+            std::vector<std::string> texts;
+            for (Attribute layout : cast<ArrayAttr>(attr))
+              texts.push_back(sbprt::toString(cast<NdSbpAttr>(layout).toLayout()));
+            return texts;
+          };
+          entry["runner_up"] = {
+              {"operands", layouts(runnerUp.get("operands"))},
+              {"results", layouts(runnerUp.get("results"))},
+              {"plan_time_s", cast<FloatAttr>(runnerUp.get("plan_seconds")).getValueAsDouble()}};
+        }
+        ops.push_back(std::move(entry));
       } else {
         continue;
       }
@@ -132,8 +156,6 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       live -= freedAfter.lookup(&op);
     }
   }
-  nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
-  search.update(inputs.searchDetails);
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
                             {"device_memory_bytes", inputs.cluster.memoryBytes}};

@@ -19,9 +19,6 @@ struct ReportInputs {
   std::string strategySource;
   std::string algorithm;
   double searchSeconds = 0;
-  /// More about the search (candidates evaluated, plan cost), merged into
-  /// report.search.
-  nlohmann::json searchDetails = nlohmann::json::object();
 };
 
 /// The report of a module after --sbp-propagate and --sbp-insert-boxing.

@@ -22,7 +22,13 @@ namespace sbpc {
 using sbprt::NdSbp;
 using sbprt::Sbp;
 
-std::vector<std::string> strategyNames() { return {"dp", "tp", "dp-tp", "propagate", "exact"}; }
+std::vector<std::string> strategyNames() {
+  return {"auto", "drec", "exact", "dp", "tp", "dp-tp", "propagate"};
+}
+
+bool isSearchStrategy(const std::string &strategy) {
+  return strategy == "auto" || strategy == "drec" || strategy == "exact";
+}
 
 std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error) {
   sbprt::Mesh mesh;
@@ -88,7 +94,7 @@ std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSigna
   Seeds seeds;
   NdSbp allBroadcast(axes, Sbp::broadcast());
   // Propagation and search start from the user's seeds alone.
-  if (strategy == "propagate" || strategy == "exact")
+  if (strategy == "propagate" || isSearchStrategy(strategy))
     return seeds;
   if (strategy == "dp") {
     // The batch is split over every axis; parameters are replicated.

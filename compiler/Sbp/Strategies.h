@@ -17,6 +17,10 @@ namespace sbpc {
 /// The strategies `sbpc compile --strategy` accepts.
 std::vector<std::string> strategyNames();
 
+/// Whether `strategy` is a search (auto, drec, exact) rather than seeds
+/// for propagation.
+bool isSearchStrategy(const std::string &strategy);
+
 /// Parses "dp=2,tp=4"; nullopt with a one-line `error` otherwise.
 std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error);
 

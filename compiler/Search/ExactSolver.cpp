@@ -1,160 +1,425 @@
-// The exact search: dynamic programming over program order.
+// The exact search: variable elimination over the layouts of values.
 //
-// After node i, a state gives a layout to every live value (defined at or
-// before i, used after i). The cheapest way to reach a state is all the
-// future needs, so states reached twice keep the cheaper prefix. A free
-// argument takes the layout its first consumer's choice wants, at no cost
-// (a model choice: its best layout is what some consumer wants). Time and
-// memory are (states per step) x (choices per node) x (operands); a cap on
-// live states keeps it an oracle for small graphs.
+// A variable is a value some node reads; its domain is the layouts its
+// producer's choices give it. Every node is a factor: a table over the
+// layouts of the values it reads and defines, each entry the cheapest of
+// its choices that defines those layouts, with the boxing of its inputs
+// from the layouts in the entry. Eliminating a variable adds up the
+// tables that mention it and keeps, per layout of the other values, the
+// best of its layouts. Values of a chain have tables over two neighbours,
+// so chains and leaves go first and the tables of parallel edges merge;
+// the largest table, not the graph size, bounds the work (a transformer
+// block's width does not grow with the number of blocks). The elimination
+// is planned first on sizes alone, so that a graph over the budget is
+// refused before any table is built. Back-substitution in reverse order
+// reads the optimum's layouts, then each node's choice.
 #include "compiler/Search/SearchProblem.h"
 
-#include <map>
+#include <limits>
+#include <numeric>
+#include <queue>
+#include <unordered_map>
 
 using namespace mlir;
 
 namespace sbpc::search {
 namespace {
 
-/// Layouts as small integers, so that a state is a short vector.
-class Layouts {
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+struct Var {
+  int node = 0, output = 0;
+  std::vector<int> domain; // layout ids
+  std::unordered_map<int, int> position;
+};
+
+struct Factor {
+  std::vector<int> scope;     // variables
+  std::vector<size_t> stride; // per scope variable
+  std::vector<double> table;  // empty while planning
+  size_t size = 0;
+  bool alive = true;
+};
+
+class Eliminator {
 public:
-  int id(const sbprt::NdSbp &layout) {
-    auto [it, inserted] = ids.try_emplace(sbprt::toString(layout), static_cast<int>(all.size()));
-    if (inserted)
-      all.push_back(layout);
-    return it->second;
-  }
-  const sbprt::NdSbp &operator[](int id) const { return all[id]; }
+  Eliminator(SearchProblem &problem, const ExactBudget &budget,
+             const std::vector<std::vector<size_t>> &allowed)
+      : problem(problem), budget(budget), allowed(allowed) {}
+
+  std::optional<Solution> solve(std::string &error);
 
 private:
-  std::map<std::string, int> ids;
-  std::vector<sbprt::NdSbp> all;
+  void buildVariables();
+  bool buildNodeFactor(size_t n, std::string &error);
+  double priority(int v);
+  bool eliminate(int v, std::string &error);
+  bool eliminateAll(std::string &error);
+  int addFactor(std::vector<int> scope, std::string &error, const std::string &where);
+  size_t tableSize(const std::vector<int> &scope) const;
+  std::string describe(int v) const;
+  bool overBudget(const std::string &where, std::string &error) const;
+
+  SearchProblem &problem;
+  const ExactBudget &budget;
+  const std::vector<std::vector<size_t>> &allowed;
+  std::vector<Var> vars;
+  std::vector<std::vector<int>> varOf; // [node][output] -> variable or -1
+  std::vector<Factor> factors;
+  std::vector<std::vector<int>> factorsOf; // variable -> factors mentioning it
+  std::vector<size_t> mark;                // per variable, for priority()
+  size_t markStamp = 0;
+  std::vector<std::pair<int, std::vector<int>>> order; // eliminated variable, its factors
+  size_t totalEntries = 0;
+  size_t evaluated = 0;
+  size_t work = 0;       // entries built and combined
+  bool symbolic = false; // planning: scopes and sizes only, no tables
 };
 
-struct Entry {
-  double seconds;
-  size_t previous; // index in the previous step's states
-  size_t choice;
-};
+size_t Eliminator::tableSize(const std::vector<int> &scope) const {
+  size_t size = 1;
+  for (int v : scope) {
+    size_t d = vars[v].domain.size();
+    if (size > std::numeric_limits<size_t>::max() / d)
+      return std::numeric_limits<size_t>::max();
+    size *= d;
+  }
+  return size;
+}
 
-struct Step {
-  std::vector<Value> live; // the values a state's layouts are for, in order
-  std::vector<std::vector<int>> states;
-  std::vector<Entry> entries;
-};
+std::string Eliminator::describe(int v) const {
+  const Node &node = problem.nodes()[vars[v].node];
+  std::string text = "'" + node.name() + "'";
+  if (node.op)
+    text += " at " + sbp::describeLocation(node.op->getLoc());
+  return text;
+}
+
+bool Eliminator::overBudget(const std::string &where, std::string &error) const {
+  if (work <= budget.maxWork)
+    return false;
+  error = "exact search would combine more than " + std::to_string(budget.maxWork) +
+          " table entries (at " + where + "); the graph is too large for it (use --strategy auto)";
+  return true;
+}
+
+int Eliminator::addFactor(std::vector<int> scope, std::string &error, const std::string &where) {
+  size_t size = tableSize(scope);
+  if (size > budget.maxTable || totalEntries + size > budget.maxTotal) {
+    error = "exact search needs a table of " +
+            (size == std::numeric_limits<size_t>::max() ? std::string("too many")
+                                                        : std::to_string(size)) +
+            " entries at " + where + " (limit " + std::to_string(budget.maxTable) + ", " +
+            std::to_string(budget.maxTotal) +
+            " in all); the graph is too large for it (use --strategy auto)";
+    return -1;
+  }
+  totalEntries += size;
+  work += size;
+  if (overBudget(where, error))
+    return -1;
+  Factor factor;
+  factor.scope = std::move(scope);
+  factor.size = size;
+  size_t stride = 1;
+  for (int v : factor.scope) {
+    factor.stride.push_back(stride);
+    stride *= vars[v].domain.size();
+  }
+  if (!symbolic)
+    factor.table.assign(size, kInfinity);
+  int id = static_cast<int>(factors.size());
+  for (int v : factor.scope)
+    factorsOf[v].push_back(id);
+  factors.push_back(std::move(factor));
+  return id;
+}
+
+void Eliminator::buildVariables() {
+  const std::vector<Node> &nodes = problem.nodes();
+  varOf.resize(nodes.size());
+  for (auto [n, node] : llvm::enumerate(nodes)) {
+    varOf[n].assign(node.outputs.size(), -1);
+    for (size_t r = 0; r < node.outputs.size(); ++r) {
+      if (problem.uses(n, r).empty())
+        continue;
+      Var var;
+      var.node = static_cast<int>(n);
+      var.output = static_cast<int>(r);
+      for (size_t c : allowed[n]) {
+        int id = node.outputLayout(c, r);
+        if (var.position.try_emplace(id, static_cast<int>(var.domain.size())).second)
+          var.domain.push_back(id);
+      }
+      varOf[n][r] = static_cast<int>(vars.size());
+      vars.push_back(std::move(var));
+    }
+  }
+  factorsOf.resize(vars.size());
+  mark.assign(vars.size(), 0);
+}
+
+bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
+  const Node &node = problem.nodes()[n];
+  // The variables this node reads (once each), then those it defines.
+  std::vector<int> inputVar(node.inputs.size(), -1);
+  std::vector<int> reads;
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const Source &source = problem.source(n, k);
+    if (source.node < 0)
+      continue;
+    inputVar[k] = varOf[source.node][source.output];
+    if (llvm::find(reads, inputVar[k]) == reads.end())
+      reads.push_back(inputVar[k]);
+  }
+  std::vector<int> scope = reads;
+  for (int v : varOf[n])
+    if (v >= 0)
+      scope.push_back(v);
+  int id = addFactor(scope, error,
+                     "'" + node.name() + "'" +
+                         (node.op ? " at " + sbp::describeLocation(node.op->getLoc()) : ""));
+  if (id < 0)
+    return false;
+  if (symbolic)
+    return true;
+  Factor &factor = factors[id];
+  std::vector<size_t> inputPos(node.inputs.size(), 0);
+  for (size_t k = 0; k < node.inputs.size(); ++k)
+    if (inputVar[k] >= 0)
+      inputPos[k] = llvm::find(reads, inputVar[k]) - reads.begin();
+  for (size_t c : allowed[n]) {
+    double base = problem.nodeCost(n, c);
+    size_t resultIndex = 0;
+    for (size_t r = 0; r < node.outputs.size(); ++r)
+      if (int v = varOf[n][r]; v >= 0) {
+        size_t at = llvm::find(scope, v) - scope.begin();
+        resultIndex += factor.stride[at] * vars[v].position.at(node.outputLayout(c, r));
+      }
+    // Boxing of each input per layout of its variable.
+    std::vector<std::vector<double>> inputCost(node.inputs.size());
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const Source &source = problem.source(n, k);
+      int want = node.inputLayout(c, k);
+      if (source.node < 0) {
+        base += problem.boxingSeconds(node.inputs[k], source.fixed, want);
+        continue;
+      }
+      for (int have : vars[inputVar[k]].domain)
+        inputCost[k].push_back(problem.boxingSeconds(node.inputs[k], have, want));
+    }
+    // Every assignment of the read variables.
+    std::vector<int> digit(reads.size(), 0);
+    while (true) {
+      ++evaluated;
+      double seconds = base;
+      size_t index = resultIndex;
+      for (size_t i = 0; i < reads.size(); ++i)
+        index += factor.stride[i] * digit[i];
+      for (size_t k = 0; k < node.inputs.size(); ++k)
+        if (inputVar[k] >= 0)
+          seconds += inputCost[k][digit[inputPos[k]]];
+      factor.table[index] = std::min(factor.table[index], seconds);
+      size_t i = 0;
+      while (i < reads.size() && ++digit[i] == static_cast<int>(vars[reads[i]].domain.size()))
+        digit[i++] = 0;
+      if (i == reads.size())
+        break;
+    }
+  }
+  return true;
+}
+
+/// The size of the table eliminating `v` would build.
+double Eliminator::priority(int v) {
+  ++markStamp;
+  double size = 1;
+  for (int f : factorsOf[v])
+    if (factors[f].alive)
+      for (int u : factors[f].scope)
+        if (u != v && mark[u] != markStamp) {
+          mark[u] = markStamp;
+          size *= static_cast<double>(vars[u].domain.size());
+        }
+  return size;
+}
+
+bool Eliminator::eliminate(int v, std::string &error) {
+  std::vector<int> involved, scope;
+  for (int f : factorsOf[v])
+    if (factors[f].alive && llvm::find(involved, f) == involved.end()) {
+      involved.push_back(f);
+      for (int u : factors[f].scope)
+        if (u != v && llvm::find(scope, u) == scope.end())
+          scope.push_back(u);
+    }
+  std::string where = describe(v);
+  int id = addFactor(scope, error, "the value of " + where);
+  if (id < 0)
+    return false;
+  size_t domainV = vars[v].domain.size();
+  work += factors[id].size * (domainV - 1);
+  if (overBudget("the value of " + where, error))
+    return false;
+  for (int f : involved)
+    factors[f].alive = false;
+  order.push_back({v, involved});
+  if (symbolic)
+    return true;
+  // Strides of every involved factor along the new scope and along v.
+  size_t width = scope.size();
+  std::vector<std::vector<size_t>> stride(involved.size(), std::vector<size_t>(width, 0));
+  std::vector<size_t> strideV(involved.size(), 0);
+  for (auto [i, f] : llvm::enumerate(involved)) {
+    const Factor &factor = factors[f];
+    for (auto [j, u] : llvm::enumerate(factor.scope)) {
+      if (u == v)
+        strideV[i] = factor.stride[j];
+      else
+        stride[i][llvm::find(scope, u) - scope.begin()] = factor.stride[j];
+    }
+  }
+  std::vector<int> digit(width, 0);
+  std::vector<size_t> at(involved.size(), 0);
+  Factor &result = factors[id];
+  for (size_t index = 0; index < result.table.size(); ++index) {
+    double best = kInfinity;
+    for (size_t d = 0; d < domainV; ++d) {
+      double seconds = 0;
+      for (size_t i = 0; i < involved.size(); ++i)
+        seconds += factors[involved[i]].table[at[i] + d * strideV[i]];
+      best = std::min(best, seconds);
+    }
+    evaluated += domainV;
+    result.table[index] = best;
+    // Next assignment of the scope (digit 0 fastest, as the table's strides).
+    for (size_t j = 0; j < width; ++j) {
+      for (size_t i = 0; i < involved.size(); ++i)
+        at[i] += stride[i][j];
+      if (++digit[j] < static_cast<int>(vars[scope[j]].domain.size()))
+        break;
+      for (size_t i = 0; i < involved.size(); ++i)
+        at[i] -= stride[i][j] * vars[scope[j]].domain.size();
+      digit[j] = 0;
+    }
+  }
+  return true;
+}
+
+/// Builds every node's table, then eliminates every variable, cheapest
+/// first; priorities go stale as neighbours go, so an entry is used only
+/// when it is still the variable's current one.
+bool Eliminator::eliminateAll(std::string &error) {
+  for (size_t n = 0; n < problem.nodes().size(); ++n)
+    if (!buildNodeFactor(n, error))
+      return false;
+  using Entry = std::tuple<double, int, size_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  std::vector<size_t> stamp(vars.size(), 0);
+  std::vector<bool> done(vars.size(), false);
+  for (size_t v = 0; v < vars.size(); ++v)
+    queue.push({priority(static_cast<int>(v)), static_cast<int>(v), 0});
+  while (!queue.empty()) {
+    auto [p, v, s] = queue.top();
+    queue.pop();
+    if (done[v] || s != stamp[v])
+      continue;
+    if (!eliminate(v, error))
+      return false;
+    done[v] = true;
+    for (int u : factors.back().scope) {
+      ++stamp[u];
+      queue.push({priority(u), u, stamp[u]});
+    }
+  }
+  return true;
+}
+
+std::optional<Solution> Eliminator::solve(std::string &error) {
+  const std::vector<Node> &nodes = problem.nodes();
+  buildVariables();
+  // Plan on sizes alone, then solve in the same (deterministic) order.
+  for (bool planning : {true, false}) {
+    symbolic = planning;
+    factors.clear();
+    order.clear();
+    for (std::vector<int> &list : factorsOf)
+      list.clear();
+    totalEntries = work = 0;
+    if (!eliminateAll(error))
+      return std::nullopt;
+  }
+
+  // Back-substitution: each variable's best layout given those eliminated after it.
+  std::vector<int> assigned(vars.size(), -1);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    auto &[v, involved] = *it;
+    double best = kInfinity;
+    for (size_t d = 0; d < vars[v].domain.size(); ++d) {
+      double seconds = 0;
+      for (int f : involved) {
+        const Factor &factor = factors[f];
+        size_t index = 0;
+        for (auto [j, u] : llvm::enumerate(factor.scope))
+          index += factor.stride[j] * (u == v ? d : static_cast<size_t>(assigned[u]));
+        seconds += factor.table[index];
+      }
+      if (seconds < best) {
+        best = seconds;
+        assigned[v] = static_cast<int>(d);
+      }
+    }
+  }
+
+  // Each node's cheapest choice that defines the assigned layouts.
+  Solution solution;
+  solution.choice.assign(nodes.size(), 0);
+  for (auto [n, node] : llvm::enumerate(nodes)) {
+    double best = kInfinity;
+    for (size_t c : allowed[n]) {
+      bool matches = true;
+      for (size_t r = 0; r < node.outputs.size() && matches; ++r)
+        if (int v = varOf[n][r]; v >= 0)
+          matches = node.outputLayout(c, r) == vars[v].domain[assigned[v]];
+      if (!matches)
+        continue;
+      double seconds = problem.nodeCost(n, c);
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const Source &source = problem.source(n, k);
+        int have = source.fixed;
+        if (source.node >= 0) {
+          const Var &var = vars[varOf[source.node][source.output]];
+          have = var.domain[assigned[varOf[source.node][source.output]]];
+        }
+        seconds += problem.boxingSeconds(node.inputs[k], have, node.inputLayout(c, k));
+      }
+      if (seconds < best) {
+        best = seconds;
+        solution.choice[n] = c;
+      }
+    }
+  }
+  solution.seconds = evaluate(problem, solution.choice);
+  solution.candidatesEvaluated = evaluated;
+  solution.statesExplored = totalEntries;
+  return solution;
+}
 
 } // namespace
 
-std::optional<Solution> solveExact(SearchProblem &problem, size_t maxStates, std::string &error) {
-  Layouts layouts;
-  // Fixed arguments are live from the start with their one layout.
-  Step start;
-  for (BlockArgument arg : problem.function().getArguments())
-    if (problem.fixedLayout(arg) && problem.isUsed(arg))
-      start.live.push_back(arg);
-  std::vector<int> initial;
-  for (Value v : start.live)
-    initial.push_back(layouts.id(*problem.fixedLayout(v)));
-  start.states.push_back(initial);
-  start.entries.push_back({0.0, 0, 0});
-
-  std::vector<Step> steps{std::move(start)};
-  Solution solution;
-  const std::vector<Node> &nodes = problem.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Node &node = nodes[i];
-    const Step &before = steps.back();
-    llvm::DenseMap<Value, size_t> position;
-    for (auto [k, v] : llvm::enumerate(before.live))
-      position[v] = k;
-    // The values live after this node: survivors, then new ones in a fixed order.
-    Step after;
-    for (Value v : before.live)
-      if (problem.lastUse(v) > i)
-        after.live.push_back(v);
-    std::vector<Value> freeArgs;
-    for (Value operand : node.op->getOperands())
-      if (!position.count(operand) && isa<BlockArgument>(operand) &&
-          llvm::find(freeArgs, operand) == freeArgs.end())
-        freeArgs.push_back(operand);
-    for (Value v : freeArgs)
-      if (problem.lastUse(v) > i)
-        after.live.push_back(v);
-    for (Value result : node.op->getResults())
-      if (problem.lastUse(result) > i)
-        after.live.push_back(result);
-
-    std::map<std::vector<int>, size_t> index;
-    for (size_t s = 0; s < before.states.size(); ++s) {
-      const std::vector<int> &state = before.states[s];
-      for (size_t c = 0; c < node.choices.size(); ++c) {
-        const NdSignature &sig = node.choices[c];
-        ++solution.candidatesEvaluated;
-        double seconds = before.entries[s].seconds + node.compute[c];
-        llvm::DenseMap<Value, int> chosen; // free arguments' layouts
-        for (auto [k, operand] : llvm::enumerate(node.op->getOperands())) {
-          auto at = position.find(operand);
-          int have;
-          if (at != position.end()) {
-            have = state[at->second];
-          } else if (auto it = chosen.find(operand); it != chosen.end()) {
-            have = it->second;
-          } else {
-            chosen[operand] = layouts.id(sig.operands[k]);
-            continue;
-          }
-          seconds += problem.boxingSeconds(operand, layouts[have], sig.operands[k]);
-        }
-        std::vector<int> next;
-        for (Value v : after.live) {
-          if (auto at = position.find(v); at != position.end())
-            next.push_back(state[at->second]);
-          else if (auto it = chosen.find(v); it != chosen.end())
-            next.push_back(it->second);
-          else
-            next.push_back(layouts.id(sig.results[cast<OpResult>(v).getResultNumber()]));
-        }
-        auto [it, inserted] = index.try_emplace(next, after.states.size());
-        if (inserted) {
-          after.states.push_back(std::move(next));
-          after.entries.push_back({seconds, s, c});
-        } else if (seconds < after.entries[it->second].seconds) {
-          after.entries[it->second] = {seconds, s, c};
-        }
-      }
+std::optional<Solution> solveExact(SearchProblem &problem, const ExactBudget &budget,
+                                   std::string &error,
+                                   const std::vector<std::vector<size_t>> *allowed) {
+  std::vector<std::vector<size_t>> all;
+  if (!allowed) {
+    for (const Node &node : problem.nodes()) {
+      all.emplace_back(node.numChoices());
+      std::iota(all.back().begin(), all.back().end(), size_t(0));
     }
-    solution.statesExplored += after.states.size();
-    if (after.states.size() > maxStates) {
-      error = "exact search needs more than " + std::to_string(maxStates) +
-              " live states at op " + std::to_string(i) + " ('" +
-              node.op->getName().getStringRef().str() + "'); the graph is too large for it";
-      return std::nullopt;
-    }
-    steps.push_back(std::move(after));
+    allowed = &all;
   }
-
-  // The cheapest final state, then the choices that led to it.
-  const Step &last = steps.back();
-  size_t best = 0;
-  for (size_t s = 1; s < last.entries.size(); ++s)
-    if (last.entries[s].seconds < last.entries[best].seconds)
-      best = s;
-  solution.seconds = last.entries[best].seconds;
-  solution.choice.assign(nodes.size(), 0);
-  for (size_t i = nodes.size(), s = best; i > 0; --i) {
-    const Entry &entry = steps[i].entries[s];
-    solution.choice[i - 1] = entry.choice;
-    s = entry.previous;
-  }
-  // The layouts free arguments took: what their first consumer's choice wanted.
-  llvm::DenseSet<Value> seen;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (auto [k, operand] : llvm::enumerate(nodes[i].op->getOperands()))
-      if (isa<BlockArgument>(operand) && !problem.fixedLayout(operand) && seen.insert(operand).second)
-        solution.freeArguments.push_back(
-            {operand, nodes[i].choices[solution.choice[i]].operands[k]});
-  return solution;
+  Eliminator eliminator(problem, budget, *allowed);
+  return eliminator.solve(error);
 }
 
 } // namespace sbpc::search

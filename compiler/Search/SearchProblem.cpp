@@ -1,4 +1,5 @@
-// Building the search problem from a seeded function, and applying a solution.
+// Building the search problem from a seeded function; costing and applying
+// solutions.
 #include "compiler/Search/SearchProblem.h"
 
 #include "runtime/Tensor.h"
@@ -7,10 +8,90 @@ using namespace mlir;
 
 namespace sbpc::search {
 
+std::string Node::name() const {
+  return op ? op->getName().getStringRef().str() : std::string("argument");
+}
+
+int SearchProblem::layoutId(const sbprt::NdSbp &layout) {
+  auto [it, inserted] =
+      layoutIds_.try_emplace(sbprt::toString(layout), static_cast<int>(layouts_.size()));
+  if (inserted)
+    layouts_.push_back(layout);
+  return it->second;
+}
+
+/// Interned layouts, 1-D projections and output bytes of every signature.
+void SearchProblem::intern(Candidates &candidates, ArrayRef<Value> outputs) {
+  size_t axes = mesh_->shape.size();
+  for (const NdSignature &sig : candidates.sigs) {
+    candidates.operandIds.emplace_back();
+    for (const sbprt::NdSbp &layout : sig.operands)
+      candidates.operandIds.back().push_back(layoutId(layout));
+    candidates.resultIds.emplace_back();
+    double bytes = 0;
+    for (auto [layout, output] : llvm::zip(sig.results, outputs)) {
+      candidates.resultIds.back().push_back(layoutId(layout));
+      bytes += localBytes(output, candidates.resultIds.back().back());
+    }
+    candidates.outputBytes.push_back(bytes);
+    candidates.axisIds.emplace_back();
+    candidates.replicated.emplace_back();
+    for (size_t axis = 0; axis < axes; ++axis) {
+      std::string key;
+      bool replicated = true;
+      for (const auto *side : {&sig.operands, &sig.results}) {
+        for (const sbprt::NdSbp &layout : *side) {
+          key += layout[axis].str() + ",";
+          replicated &= layout[axis].isBroadcast();
+        }
+        key += "|";
+      }
+      candidates.axisIds.back().push_back(
+          axisIds_.try_emplace(key, static_cast<int>(axisIds_.size())).first->second);
+      candidates.replicated.back().push_back(replicated);
+    }
+  }
+}
+
+/// Ops with the same name, attributes and types have the same candidates;
+/// a model's repeated layers compute them once.
+const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error) {
+  std::vector<const void *> key{op->getName().getAsOpaquePointer(),
+                                op->getAttrDictionary().getAsOpaquePointer()};
+  for (Type t : op->getOperandTypes())
+    key.push_back(t.getAsOpaquePointer());
+  key.push_back(nullptr);
+  for (Type t : op->getResultTypes())
+    key.push_back(t.getAsOpaquePointer());
+  if (auto it = candidatesByKey_.find(key); it != candidatesByKey_.end())
+    return it->second;
+  auto candidates = std::make_unique<Candidates>();
+  if (auto constraint = dyn_cast<sbp::ConstraintOp>(op)) {
+    sbprt::NdSbp pinned = constraint.getLayout().toLayout();
+    candidates->sigs.push_back({{pinned}, {pinned}});
+    candidates->compute.push_back(0.0);
+  } else {
+    candidates->sigs = ndSignatures(op, *mesh_);
+    if (candidates->sigs.empty()) {
+      error = "has no SBP signature on this mesh";
+      return nullptr;
+    }
+    for (const NdSignature &sig : candidates->sigs)
+      candidates->compute.push_back(sbp::computeSecondsOf(op, sig, *mesh_, *cluster_));
+  }
+  SmallVector<Value> results(op->getResults());
+  intern(*candidates, results);
+  const Candidates *result = candidates.get();
+  ownedCandidates_.push_back(std::move(candidates));
+  return candidatesByKey_[key] = result;
+}
+
 FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh &mesh,
                                               const Cluster &cluster, sbp::BoxingPlans &plans) {
   SearchProblem problem;
   problem.fn_ = fn;
+  problem.mesh_ = &mesh;
+  problem.cluster_ = &cluster;
   problem.plans_ = &plans;
   for (BlockArgument arg : fn.getArguments())
     if (std::optional<sbprt::NdSbp> layout = sbp::layoutOf(arg)) {
@@ -18,79 +99,203 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
       if (!error.empty())
         return emitError(arg.getLoc()) << "argument #" << arg.getArgNumber() << " layout "
                                        << sbprt::toString(*layout) << ": " << error;
-      problem.fixed_[arg] = *layout;
+      problem.fixed_[arg] = problem.layoutId(*layout);
     }
+
+  // Op nodes in program order.
+  llvm::DenseMap<Value, std::pair<int, int>> producer;
+  llvm::DenseMap<Operation *, size_t> nodeOf;
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
         problem.lastUse_[v] = std::numeric_limits<size_t>::max();
       continue;
     }
-    Node node{&op, {}, {}};
-    if (auto constraint = dyn_cast<sbp::ConstraintOp>(op)) {
-      sbprt::NdSbp pinned = constraint.getLayout().toLayout();
-      node.choices.push_back({{pinned}, {pinned}});
-      node.compute.push_back(0.0);
-    } else {
-      node.choices = ndSignatures(&op, mesh);
-      if (node.choices.empty())
-        return op.emitOpError() << "has no SBP signature on this mesh";
-      for (const NdSignature &sig : node.choices)
-        node.compute.push_back(sbp::computeSecondsOf(&op, sig, mesh, cluster));
-    }
+    std::string error;
+    Node node;
+    node.op = &op;
+    node.candidates = problem.candidatesOf(&op, error);
+    if (!node.candidates)
+      return op.emitOpError() << error;
+    node.inputs.assign(op.operand_begin(), op.operand_end());
+    node.outputs.assign(op.result_begin(), op.result_end());
     for (Value operand : op.getOperands())
       if (problem.lastUse_.lookup(operand) != std::numeric_limits<size_t>::max())
         problem.lastUse_[operand] = problem.nodes_.size();
+    nodeOf[&op] = problem.nodes_.size();
+    for (auto [r, result] : llvm::enumerate(op.getResults()))
+      producer[result] = {static_cast<int>(problem.nodes_.size()), static_cast<int>(r)};
     problem.nodes_.push_back(std::move(node));
   }
-  // Returned values live to the end.
+  size_t numOps = problem.nodes_.size();
   for (auto &entry : problem.lastUse_)
     if (entry.second == std::numeric_limits<size_t>::max())
-      entry.second = problem.nodes_.size();
+      entry.second = numOps;
+
+  // A node per free argument: its candidates are what its consumers take,
+  // and replication.
+  for (BlockArgument arg : fn.getArguments()) {
+    if (problem.fixed_.count(arg) || !problem.isUsed(arg))
+      continue;
+    auto candidates = std::make_unique<Candidates>();
+    std::vector<int> ids{problem.layoutId(sbprt::NdSbp(mesh.shape.size(), sbprt::Sbp::broadcast()))};
+    for (OpOperand &use : arg.getUses()) {
+      auto at = nodeOf.find(use.getOwner());
+      if (at == nodeOf.end())
+        continue;
+      for (const std::vector<int> &operandIds : problem.nodes_[at->second].candidates->operandIds)
+        if (llvm::find(ids, operandIds[use.getOperandNumber()]) == ids.end())
+          ids.push_back(operandIds[use.getOperandNumber()]);
+    }
+    for (int id : ids) {
+      candidates->sigs.push_back({{}, {problem.layouts_[id]}});
+      candidates->compute.push_back(0.0);
+    }
+    problem.intern(*candidates, {arg});
+    Node node;
+    node.argument = arg;
+    node.candidates = candidates.get();
+    node.outputs = {arg};
+    producer[arg] = {static_cast<int>(problem.nodes_.size()), 0};
+    problem.ownedCandidates_.push_back(std::move(candidates));
+    problem.nodes_.push_back(std::move(node));
+  }
+
+  // Edges: where every input comes from, who reads every output.
+  problem.sources_.resize(problem.nodes_.size());
+  problem.uses_.resize(problem.nodes_.size());
+  for (auto [n, node] : llvm::enumerate(problem.nodes_))
+    problem.uses_[n].resize(node.outputs.size());
+  for (auto [n, node] : llvm::enumerate(problem.nodes_)) {
+    for (auto [k, input] : llvm::enumerate(node.inputs)) {
+      Source source;
+      if (auto it = producer.find(input); it != producer.end()) {
+        source.node = it->second.first;
+        source.output = it->second.second;
+        problem.uses_[source.node][source.output].push_back(
+            {static_cast<int>(n), static_cast<int>(k)});
+      } else {
+        source.fixed = problem.fixed_.lookup(input);
+      }
+      problem.sources_[n].push_back(source);
+    }
+  }
   return problem;
 }
 
 std::optional<sbprt::NdSbp> SearchProblem::fixedLayout(Value arg) const {
   auto it = fixed_.find(arg);
-  return it == fixed_.end() ? std::nullopt : std::optional<sbprt::NdSbp>(it->second);
+  return it == fixed_.end() ? std::nullopt : std::optional<sbprt::NdSbp>(layouts_[it->second]);
 }
 
-double SearchProblem::boxingSeconds(Value value, const sbprt::NdSbp &from,
-                                    const sbprt::NdSbp &to) {
-  return from == to ? 0.0 : plans_->get(value, from, to).seconds;
+double SearchProblem::boxingSeconds(Value value, int from, int to) {
+  if (from == to)
+    return 0.0;
+  auto [type, isNew] = typeIds_.try_emplace(value.getType(), static_cast<int>(typeIds_.size()));
+  uint64_t key = (static_cast<uint64_t>(type->second) << 42) |
+                 (static_cast<uint64_t>(from) << 21) | static_cast<uint64_t>(to);
+  auto [it, inserted] = boxing_.try_emplace(key, 0.0);
+  if (inserted)
+    it->second = plans_->get(value, layouts_[from], layouts_[to]).seconds;
+  return it->second;
 }
 
-size_t SearchProblem::lastUse(Value value) const { return lastUse_.lookup(value); }
+double SearchProblem::localBytes(Value value, int id) {
+  auto [type, isNew] = typeIds_.try_emplace(value.getType(), static_cast<int>(typeIds_.size()));
+  uint64_t key = (static_cast<uint64_t>(type->second) << 32) | static_cast<uint64_t>(id);
+  auto [it, inserted] = bytes_.try_emplace(key, 0.0);
+  if (inserted)
+    it->second = static_cast<double>(sbp::elementBytes(value)) *
+                 sbprt::numElements(localShape(*mesh_, layouts_[id], sbp::shapeOf(value)));
+  return it->second;
+}
+
+/// The layout input k of node n gets from its source under `choice`.
+static int sourceLayout(SearchProblem &problem, const std::vector<size_t> &choice, size_t n,
+                        size_t k) {
+  const Source &source = problem.source(n, k);
+  if (source.node < 0)
+    return source.fixed;
+  return problem.nodes()[source.node].outputLayout(choice[source.node], source.output);
+}
 
 double evaluate(SearchProblem &problem, const std::vector<size_t> &choice) {
-  llvm::DenseMap<Value, sbprt::NdSbp> layouts;
-  for (BlockArgument arg : problem.function().getArguments())
-    if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(arg))
-      layouts[arg] = *fixed;
   double seconds = 0;
-  for (auto [node, c] : llvm::zip(problem.nodes(), choice)) {
-    const NdSignature &sig = node.choices[c];
-    seconds += node.compute[c];
-    for (auto [k, operand] : llvm::enumerate(node.op->getOperands())) {
-      auto [it, isNew] = layouts.try_emplace(operand, sig.operands[k]);
-      if (!isNew)
-        seconds += problem.boxingSeconds(operand, it->second, sig.operands[k]);
-    }
-    for (auto [result, layout] : llvm::zip(node.op->getResults(), sig.results))
-      layouts[result] = layout;
+  for (auto [n, node] : llvm::enumerate(problem.nodes())) {
+    seconds += node.compute(choice[n]);
+    for (auto [k, input] : llvm::enumerate(node.inputs))
+      seconds += problem.boxingSeconds(input, sourceLayout(problem, choice, n, k),
+                                       node.inputLayout(choice[n], k));
   }
   return seconds;
 }
 
+double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size_t n, size_t c) {
+  const Node &node = problem.nodes()[n];
+  double seconds = problem.nodeCost(n, c);
+  for (auto [k, input] : llvm::enumerate(node.inputs))
+    seconds += problem.boxingSeconds(input, sourceLayout(problem, choice, n, k),
+                                     node.inputLayout(c, k));
+  for (auto [r, output] : llvm::enumerate(node.outputs))
+    for (auto [m, k] : problem.uses(n, r))
+      seconds += problem.boxingSeconds(output, node.outputLayout(c, r),
+                                       problem.nodes()[m].inputLayout(choice[m], k));
+  return seconds;
+}
+
+double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
+  double arguments = 0;
+  for (BlockArgument arg : problem.function().getArguments())
+    if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(arg))
+      arguments += problem.localBytes(arg, problem.layoutId(*fixed));
+  double live = 0, peak = 0;
+  std::vector<double> freedAfter(problem.nodes().size() + 1, 0.0);
+  for (auto [n, node] : llvm::enumerate(problem.nodes())) {
+    if (!node.op) {
+      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
+      continue;
+    }
+    if (isa<sbp::ConstraintOp>(node.op))
+      continue;
+    for (auto [r, result] : llvm::enumerate(node.outputs)) {
+      double bytes = problem.localBytes(result, node.outputLayout(choice[n], r));
+      live += bytes;
+      freedAfter[problem.isUsed(result) ? problem.lastUse(result) : n] += bytes;
+    }
+    peak = std::max(peak, live);
+    live -= freedAfter[n];
+  }
+  return arguments + peak;
+}
+
+std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,
+                                                  const Solution &solution, size_t n) {
+  const Node &node = problem.nodes()[n];
+  if (node.numChoices() < 2)
+    return std::nullopt;
+  double current = localCost(problem, solution.choice, n, solution.choice[n]);
+  std::optional<std::pair<size_t, double>> best;
+  for (size_t c = 0; c < node.numChoices(); ++c) {
+    if (c == solution.choice[n])
+      continue;
+    double seconds = solution.seconds - current + localCost(problem, solution.choice, n, c);
+    if (!best || seconds < best->second)
+      best = {c, seconds};
+  }
+  return best;
+}
+
 void applySolution(SearchProblem &problem, const Solution &solution, sbp::MeshOp mesh) {
   func::FuncOp fn = problem.function();
-  for (auto [node, choice] : llvm::zip(problem.nodes(), solution.choice))
-    if (!isa<sbp::ConstraintOp>(node.op))
-      sbp::setSignature(node.op, node.choices[choice].operands, node.choices[choice].results);
   MLIRContext *ctx = fn.getContext();
-  for (const auto &[arg, layout] : solution.freeArguments)
-    fn.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), sbp::kArgLayout,
-                  sbp::NdSbpAttr::get(ctx, layout));
+  for (auto [node, choice] : llvm::zip(problem.nodes(), solution.choice)) {
+    const NdSignature &sig = node.choice(choice);
+    if (!node.op)
+      fn.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), sbp::kArgLayout,
+                    sbp::NdSbpAttr::get(ctx, sig.results[0]));
+    else if (!isa<sbp::ConstraintOp>(node.op))
+      sbp::setSignature(node.op, sig.operands, sig.results);
+  }
   sbprt::NdSbp broadcast(mesh.getRank(), sbprt::Sbp::broadcast());
   for (BlockArgument arg : fn.getArguments())
     if (!fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))

@@ -1,7 +1,10 @@
-// The layout search as a problem on plain data: for every op, its candidate
-// nd signatures with their compute times; for every value, who produces and
-// who consumes it; boxing costs between layouts. Solvers (exact, and later
-// D-Rec and auto) choose one signature per op.
+// The layout search as a problem on plain data. Nodes are the ops to lay
+// out (their candidate nd signatures with compute times) and the free
+// arguments (their candidate layouts); a value's layout is its producer's
+// choice, and every use pays the boxing from that layout to the layout its
+// consumer's choice wants. Solvers (exact, D-Rec, auto) choose one
+// candidate per node. Layouts and value types are interned as small
+// integers so that solvers compare and cost them without strings.
 #pragma once
 
 #include "compiler/Cost/CostModel.h"
@@ -10,67 +13,195 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <limits>
+#include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace sbpc::search {
 
-/// An op to lay out, in program order.
+/// The candidates of an op, shared by every op with the same name,
+/// attributes and types (the layers of a model repeat).
+struct Candidates {
+  std::vector<NdSignature> sigs;
+  std::vector<double> compute; // seconds, per signature
+  // Interned layouts: [signature][operand] and [signature][result].
+  std::vector<std::vector<int>> operandIds, resultIds;
+  // Per signature and mesh axis: an id of what it does on that axis alone
+  // (its 1-D signature), and whether that is replication.
+  std::vector<std::vector<int>> axisIds;
+  std::vector<std::vector<char>> replicated;
+  std::vector<double> outputBytes; // per rank, per signature
+};
+
+/// An op or a free argument to lay out.
 struct Node {
-  mlir::Operation *op;
-  std::vector<NdSignature> choices;
-  std::vector<double> compute; // seconds, per choice
+  mlir::Operation *op = nullptr; // null for a free argument
+  mlir::Value argument;          // the free argument
+  const Candidates *candidates = nullptr;
+  /// What the node reads and defines (a free argument defines itself).
+  std::vector<mlir::Value> inputs, outputs;
+
+  size_t numChoices() const { return candidates->sigs.size(); }
+  const NdSignature &choice(size_t c) const { return candidates->sigs[c]; }
+  double compute(size_t c) const { return candidates->compute[c]; }
+  int axisId(size_t c, size_t axis) const { return candidates->axisIds[c][axis]; }
+  bool replicatedOn(size_t c, size_t axis) const { return candidates->replicated[c][axis]; }
+  int inputLayout(size_t c, size_t k) const { return candidates->operandIds[c][k]; }
+  int outputLayout(size_t c, size_t r) const { return candidates->resultIds[c][r]; }
+  /// The op's name, or "argument" for a free argument.
+  std::string name() const;
+};
+
+/// Where a node input comes from.
+struct Source {
+  int node = -1;   // the producing node, or -1 for a fixed argument
+  int output = 0;  // which of its outputs
+  int fixed = -1;  // a fixed argument's layout id
 };
 
 class SearchProblem {
 public:
   /// Every op of `fn` with an SbpOpInterface and every sbp.constraint (a
-  /// node with one choice) in program order; arguments with an `sbp.layout`
-  /// are fixed, the others free (they take their first consumer's layout).
+  /// node with one choice) in program order, after a node for every free
+  /// argument (one without an `sbp.layout`); its candidates are the
+  /// layouts its consumers can take. Arguments with a layout are fixed.
   static mlir::FailureOr<SearchProblem> build(mlir::func::FuncOp fn, const sbprt::Mesh &mesh,
                                               const Cluster &cluster,
                                               sbp::BoxingPlans &plans);
 
   const std::vector<Node> &nodes() const { return nodes_; }
-  /// The fixed layout of an argument, if it has one.
-  std::optional<sbprt::NdSbp> fixedLayout(mlir::Value arg) const;
-  /// α-β seconds to change `value` from `from` to `to` (memoized).
-  double boxingSeconds(mlir::Value value, const sbprt::NdSbp &from, const sbprt::NdSbp &to);
-  /// The index after which `value` is no longer used (the number of nodes
-  /// when the function returns it).
-  size_t lastUse(mlir::Value value) const;
-  /// Whether any node or the return uses `value`.
-  bool isUsed(mlir::Value value) const { return lastUse_.count(value); }
+  const sbprt::Mesh &mesh() const { return *mesh_; }
+  const Cluster &cluster() const { return *cluster_; }
   mlir::func::FuncOp function() const { return fn_; }
 
+  /// The fixed layout of an argument, if it has one.
+  std::optional<sbprt::NdSbp> fixedLayout(mlir::Value arg) const;
+  /// Where input `k` of node `n` comes from.
+  const Source &source(size_t n, size_t k) const { return sources_[n][k]; }
+  /// The (node, input) pairs that read output `r` of node `n`.
+  const std::vector<std::pair<int, int>> &uses(size_t n, size_t r) const { return uses_[n][r]; }
+
+  /// An interned layout and its id.
+  const sbprt::NdSbp &layout(int id) const { return layouts_[id]; }
+  int layoutId(const sbprt::NdSbp &layout);
+  /// α-β seconds to change `value` from layout `from` to `to` (memoized).
+  double boxingSeconds(mlir::Value value, int from, int to);
+  double boxingSeconds(mlir::Value value, const sbprt::NdSbp &from, const sbprt::NdSbp &to) {
+    return boxingSeconds(value, layoutId(from), layoutId(to));
+  }
+  /// Bytes of `value` per rank under layout `id`.
+  double localBytes(mlir::Value value, int id);
+  /// What solvers minimize for node n's choice c: its compute plus, while
+  /// a memory price is set, that price times the bytes it defines.
+  double nodeCost(size_t n, size_t c) const {
+    const Node &node = nodes_[n];
+    return node.compute(c) + memoryPrice_ * node.candidates->outputBytes[c];
+  }
+  void setMemoryPrice(double secondsPerByte) { memoryPrice_ = secondsPerByte; }
+
+  /// The index of the last node that uses `value` (the number of nodes
+  /// when the function returns it).
+  size_t lastUse(mlir::Value value) const { return lastUse_.lookup(value); }
+  bool isUsed(mlir::Value value) const { return lastUse_.count(value); }
+
 private:
+  const Candidates *candidatesOf(mlir::Operation *op, std::string &error);
+  void intern(Candidates &candidates, llvm::ArrayRef<mlir::Value> outputs);
+
   mlir::func::FuncOp fn_;
+  const sbprt::Mesh *mesh_ = nullptr;
+  const Cluster *cluster_ = nullptr;
   sbp::BoxingPlans *plans_ = nullptr;
   std::vector<Node> nodes_;
-  llvm::DenseMap<mlir::Value, sbprt::NdSbp> fixed_;
+  std::vector<std::vector<Source>> sources_;
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> uses_;
+  llvm::DenseMap<mlir::Value, int> fixed_;
   llvm::DenseMap<mlir::Value, size_t> lastUse_;
+  // Interning.
+  std::vector<std::unique_ptr<Candidates>> ownedCandidates_;
+  std::map<std::vector<const void *>, const Candidates *> candidatesByKey_;
+  std::vector<sbprt::NdSbp> layouts_;
+  std::map<std::string, int> layoutIds_;
+  llvm::DenseMap<mlir::Type, int> typeIds_;
+  std::unordered_map<uint64_t, double> boxing_;
+  std::unordered_map<uint64_t, double> bytes_;
+  std::map<std::string, int> axisIds_;
+  double memoryPrice_ = 0;
 };
 
-/// A solution: one choice per node, and the layouts free arguments took.
+/// A solution: one choice per node, what it costs, and how hard it was to find.
 struct Solution {
   std::vector<size_t> choice;
-  std::vector<std::pair<mlir::Value, sbprt::NdSbp>> freeArguments;
   double seconds = 0;
-  size_t statesExplored = 0;
   size_t candidatesEvaluated = 0;
+  size_t statesExplored = 0;
 };
 
-/// The cost of choosing `choice[i]` for every node i: compute plus the
-/// boxing of every operand from its producer's layout (a free argument
-/// takes its first consumer's layout). What every solver minimizes.
+/// The cost of choosing `choice[n]` for every node n: compute plus the
+/// boxing of every use from its producer's layout to the layout its
+/// consumer wants. What every solver minimizes.
 double evaluate(SearchProblem &problem, const std::vector<size_t> &choice);
 
-/// The optimum by dynamic programming over program order: the state is the
-/// layout of every live value, so the cost of a prefix does not depend on
-/// how it was reached. Exact for the model of free arguments above; fails
-/// with `error` when more than `maxStates` states would be live at once.
-std::optional<Solution> solveExact(SearchProblem &problem, size_t maxStates, std::string &error);
+/// What node `n` costs under choice `c` given its neighbours' choices: its
+/// compute plus the boxing on every edge it touches.
+double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size_t n, size_t c);
+
+/// Per-rank bytes of a plan: every argument for the whole step plus the
+/// peak of live activations in program order (as report.json counts it).
+double planMemory(SearchProblem &problem, const std::vector<size_t> &choice);
+
+/// Limits of the exact solver: the largest table one elimination may
+/// build, all tables together (entries, 8 bytes each), and the entries
+/// built and combined (the time). Checked by planning the elimination
+/// before building any table.
+struct ExactBudget {
+  size_t maxTable = size_t(1) << 22;
+  size_t maxTotal = size_t(1) << 25;
+  size_t maxWork = std::numeric_limits<size_t>::max();
+};
+
+/// The optimum by variable elimination over the layouts of values: every
+/// node is a cost table over the layouts of the values it reads and
+/// defines; values are eliminated cheapest first (chains and leaves
+/// first, parallel edges merge as their tables add up), then choices are
+/// read back. `allowed`, when given, restricts node n to the choices in
+/// allowed[n] (the solution then indexes the full choice lists). Fails
+/// with `error` when a table would exceed `budget`.
+std::optional<Solution> solveExact(SearchProblem &problem, const ExactBudget &budget,
+                                   std::string &error,
+                                   const std::vector<std::vector<size_t>> *allowed = nullptr);
+
+/// MindSpore's double-recursive search: one round per mesh axis (each
+/// axis a cut into its size); within a round, ops heaviest first, each cut
+/// along its cheapest way given the neighbours already cut in the round.
+Solution solveDRec(SearchProblem &problem);
+
+/// How auto searches.
+struct AutoOptions {
+  /// Reject plans over the cluster's device memory per rank.
+  bool checkMemory = true;
+  /// When the whole graph is solved exactly (about a second of work on
+  /// one core at most); otherwise local search.
+  ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};
+};
+
+/// The default search: the exact optimum when the eliminated graph is
+/// small; otherwise the best of D-Rec and an axis-by-axis exact solve,
+/// improved by exact re-solves of one mesh axis at a time and single-node
+/// moves until nothing improves. Memory-aware: a plan over
+/// `cluster.memoryBytes` per rank is re-solved with a growing price on
+/// bytes; fails with `error` when none fits.
+std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
+                                  const AutoOptions &options = {});
+
+/// The runner-up of node n in `solution`: its cheapest other choice with
+/// every other node fixed, and the plan cost with it (nullopt when the
+/// node has one choice).
+std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,
+                                                  const Solution &solution, size_t n);
 
 /// Writes `solution` onto the function as --sbp-propagate would (signatures,
 /// argument layouts, the mesh), ready for --sbp-insert-boxing.

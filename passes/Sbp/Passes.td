@@ -44,6 +44,39 @@ def SbpPropagate : Pass<"sbp-propagate", "mlir::ModuleOp"> {
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
 
+def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
+  let summary = "chooses every layout by a search over the cost model";
+  let description = [{
+    Like `--sbp-propagate`, gives every op a signature and every argument a
+    layout, but chooses them together to minimize the estimated step time:
+    the compute of every op on its local shapes plus the α-β time of every
+    boxing (docs/search.md). Arguments with an `sbp.layout` keep it;
+    `sbp.constraint` ops are kept and pinned.
+
+    - `algorithm=exact`: the optimum, by variable elimination over the
+      layouts of values; fails on graphs whose tables outgrow its budget.
+    - `algorithm=drec`: MindSpore's double-recursive search, a baseline.
+    - `algorithm=auto`: exact where the graph allows it, otherwise the best
+      of D-Rec and an axis-by-axis exact solve improved until nothing
+      improves; re-solves with a price on memory until the plan fits the
+      cluster's device memory (`memory-check=false` skips that).
+
+    The function gets `sbp.search`, a dictionary with the algorithm, the
+    candidates evaluated and the plan's estimated seconds; every op with
+    more than one choice gets `sbp.runner_up`: its cheapest other signature
+    with the rest of the plan fixed, and the plan's seconds with it.
+  }];
+  let options = [
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+           "auto, drec or exact">,
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
+           "Cluster preset name or JSON file for the cost model">,
+    Option<"memoryCheck", "memory-check", "bool", /*default=*/"true",
+           "auto: reject plans that do not fit the device memory">,
+  ];
+  let dependentDialects = ["::sbpc::sbp::SbpDialect"];
+}
+
 def SbpInsertBoxing : Pass<"sbp-insert-boxing", "mlir::ModuleOp"> {
   let summary = "makes every change of layout an explicit sbp.boxing";
   let description = [{

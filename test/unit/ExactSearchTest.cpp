@@ -1,5 +1,6 @@
-// Tests the exact layout search against brute-force enumeration on models
-// small enough to enumerate, and that its reported cost is evaluate()'s.
+// Tests the layout searches: exact against brute-force enumeration on
+// models small enough to enumerate; auto against exact, and D-Rec and
+// auto's local search against both, on random small graphs.
 #include "compiler/Gen/ModelGen.h"
 #include "compiler/Sbp/Signatures.h"
 #include "compiler/Search/SearchProblem.h"
@@ -11,6 +12,9 @@
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
 
 using namespace mlir;
 using namespace sbpc;
@@ -38,11 +42,19 @@ protected:
       best = std::min(best, search::evaluate(problem, choice));
       ++assignments;
       size_t i = 0;
-      while (i < nodes.size() && ++choice[i] == nodes[i].choices.size())
+      while (i < nodes.size() && ++choice[i] == nodes[i].numChoices())
         choice[i++] = 0;
       if (i == nodes.size())
         return best;
     }
+  }
+
+  /// The number of assignments brute force would enumerate (saturating).
+  static double assignmentsOf(search::SearchProblem &problem) {
+    double count = 1;
+    for (const search::Node &node : problem.nodes())
+      count *= static_cast<double>(node.numChoices());
+    return count;
   }
 
   /// `minAssignments`: enough choices that a wrong DP would show.
@@ -57,7 +69,7 @@ protected:
     FailureOr<search::SearchProblem> problem =
         search::SearchProblem::build(fn, mesh, cluster, plans);
     ASSERT_TRUE(succeeded(problem));
-    std::optional<search::Solution> solution = search::solveExact(*problem, 1000000, error);
+    std::optional<search::Solution> solution = search::solveExact(*problem, search::ExactBudget{}, error);
     ASSERT_TRUE(solution) << error;
     EXPECT_NEAR(solution->seconds, search::evaluate(*problem, solution->choice),
                 1e-12 * std::max(1.0, solution->seconds));
@@ -91,6 +103,109 @@ TEST_F(ExactSearchTest, MatchesBruteForceWithSharedValuesOnATwoByTwoMesh) {
       return %y : tensor<8x8xf32>
     })",
                        {{"a", "b"}, {2, 2}}, 10000);
+}
+
+/// A random graph of matmuls, element-wise ops and shared values on 2-D
+/// tensors of sizes 4 and 8 (every one divisible on the meshes below).
+std::string randomGraph(std::mt19937 &rng, int ops) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  struct Value {
+    std::string name;
+    int rows, cols;
+  };
+  auto type = [](int r, int c) {
+    return "tensor<" + std::to_string(r) + "x" + std::to_string(c) + "xf32>";
+  };
+  std::vector<Value> values{{"%x", 8, 8}};
+  std::vector<std::string> args{"%x: " + type(8, 8)};
+  std::ostringstream body;
+  for (int i = 0; i < ops; ++i) {
+    std::string name = "%v" + std::to_string(i);
+    const Value a = values[pick(values.size())];
+    std::vector<Value> same;
+    for (const Value &v : values)
+      if (v.rows == a.rows && v.cols == a.cols)
+        same.push_back(v);
+    switch (pick(4)) {
+    case 0: { // matmul with a new weight
+      int cols = pick(2) ? 4 : 8;
+      std::string w = "%w" + std::to_string(i);
+      args.push_back(w + ": " + type(a.cols, cols));
+      body << name << " = graph.matmul " << a.name << ", " << w << " : (" << type(a.rows, a.cols)
+           << ", " << type(a.cols, cols) << ") -> " << type(a.rows, cols) << "\n";
+      values.push_back({name, a.rows, cols});
+      continue;
+    }
+    case 1:
+    case 2: { // a binary op on two values of one shape
+      const Value b = same[pick(same.size())];
+      body << name << " = graph." << (pick(2) ? "add " : "mul ") << a.name << ", " << b.name
+           << " : (" << type(a.rows, a.cols) << ", " << type(a.rows, a.cols) << ") -> "
+           << type(a.rows, a.cols) << "\n";
+      break;
+    }
+    default:
+      body << name << " = graph." << (pick(2) ? "relu " : "gelu ") << a.name << " : "
+           << type(a.rows, a.cols) << "\n";
+    }
+    values.push_back({name, a.rows, a.cols});
+  }
+  const Value &last = values.back();
+  std::ostringstream fn;
+  fn << "func.func @f(";
+  for (size_t i = 0; i < args.size(); ++i)
+    fn << (i ? ", " : "") << args[i];
+  fn << ") -> " << type(last.rows, last.cols) << " {\n"
+     << body.str() << "return " << last.name << " : " << type(last.rows, last.cols) << "\n}\n";
+  return fn.str();
+}
+
+TEST_F(ExactSearchTest, AutoEqualsExactAndBoundsTheHeuristicsOnRandomGraphs) {
+  std::mt19937 rng(20261121);
+  std::vector<sbprt::Mesh> meshes{{{"x"}, {2}}, {{"x"}, {4}}, {{"a", "b"}, {2, 2}}};
+  std::string error;
+  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
+  int bruteForced = 0, localBeatsDRec = 0;
+  for (int trial = 0; trial < 36; ++trial) {
+    const sbprt::Mesh &mesh = meshes[trial % meshes.size()];
+    std::string source = randomGraph(rng, 3 + trial % 5);
+    SCOPED_TRACE(source);
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &ctx);
+    ASSERT_TRUE(module);
+    auto fn = *module->getOps<func::FuncOp>().begin();
+    sbp::BoxingPlans plans(mesh, cluster);
+    FailureOr<search::SearchProblem> problem =
+        search::SearchProblem::build(fn, mesh, cluster, plans);
+    ASSERT_TRUE(succeeded(problem));
+    std::optional<search::Solution> exact =
+        search::solveExact(*problem, search::ExactBudget{}, error);
+    ASSERT_TRUE(exact) << error;
+    double tolerance = 1e-9 * exact->seconds;
+    if (assignmentsOf(*problem) <= 2e5) {
+      size_t assignments = 0;
+      EXPECT_NEAR(bruteForce(*problem, assignments), exact->seconds, tolerance);
+      ++bruteForced;
+    }
+    // auto solves graphs this small exactly.
+    std::optional<search::Solution> automatic = search::solveAuto(*problem, error);
+    ASSERT_TRUE(automatic) << error;
+    EXPECT_NEAR(automatic->seconds, exact->seconds, tolerance);
+    // Its local search (the path for large graphs) and D-Rec: never below
+    // the optimum, and local search never above D-Rec, where it starts.
+    search::AutoOptions local;
+    local.whole.maxWork = 0;
+    std::optional<search::Solution> improved = search::solveAuto(*problem, error, local);
+    ASSERT_TRUE(improved) << error;
+    search::Solution drec = search::solveDRec(*problem);
+    EXPECT_NEAR(drec.seconds, search::evaluate(*problem, drec.choice), tolerance);
+    EXPECT_GE(drec.seconds, exact->seconds - tolerance);
+    EXPECT_GE(improved->seconds, exact->seconds - tolerance);
+    EXPECT_LE(improved->seconds, drec.seconds + tolerance);
+    localBeatsDRec += improved->seconds < drec.seconds - tolerance;
+  }
+  // The trials must exercise both checks.
+  EXPECT_GE(bruteForced, 10);
+  EXPECT_GE(localBeatsDRec, 1);
 }
 
 } // namespace

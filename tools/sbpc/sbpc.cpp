@@ -106,9 +106,15 @@ static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh, e.g. dp=2
                                         cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileStrategy("strategy",
-                    cl::desc("dp | tp | dp-tp | propagate (only --layout seeds) | exact (the "
-                             "optimum, small graphs only) (default dp-tp)"),
-                    cl::init("dp-tp"), cl::sub(compileCommand), cl::cat(compileCategory));
+                    cl::desc("auto (search, the default) | drec (MindSpore's D-Rec search) | exact "
+                             "(the optimum, small graphs only) | dp | tp | dp-tp (named seeds, "
+                             "then propagation) | propagate (only --layout seeds)"),
+                    cl::init("auto"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<bool>
+    compileIgnoreMemory("ignore-memory",
+                        cl::desc("auto: keep the fastest plan even if it does not fit the "
+                                 "cluster's device memory"),
+                        cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::list<std::string>
     compileLayouts("layout", cl::desc("Seed a parameter or input: NAME=[S(0), B] (repeatable)"),
                    cl::value_desc("name=layout"), cl::sub(compileCommand), cl::cat(compileCategory));
@@ -130,7 +136,8 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (compileEmit != "all" && compileEmit != "report")
     return sbpc::reportError("--emit must be all or report, got '" + compileEmit + "'");
   return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
-                                compileCluster, compileOutput, compileEmit == "report"});
+                                compileCluster, compileOutput, compileEmit == "report",
+                                compileIgnoreMemory});
 }
 
 int main(int argc, char **argv) {
@@ -141,7 +148,7 @@ int main(int argc, char **argv) {
                               "  sbpc gen gpt|mlp [options] -o model.mlir [--params p.safetensors]\n"
                               "  sbpc run model.mlir --params p.safetensors --input NAME=FILE.npy "
                               "--output-dir DIR\n"
-                              "  sbpc compile model.mlir --mesh dp=2,tp=2 [--strategy dp-tp] -o DIR\n"
+                              "  sbpc compile model.mlir --mesh dp=2,tp=2 [--strategy auto] -o DIR\n"
                               "  sbpc explain DIR/report.json\n");
   DialectRegistry registry;
   sbpc::registerGraphSbpModels(registry);

@@ -1,0 +1,237 @@
+// The default search (`auto`).
+//
+// 1. Exact when the eliminated graph is small: variable elimination takes
+//    chains and leaves first and merges parallel edges, so a model whose
+//    blocks are narrow is solved exactly however many blocks it has.
+// 2. Otherwise the N-D problem is too wide, but each mesh axis alone is
+//    narrow: start from the better of D-Rec and an axis-by-axis exact solve
+//    (D-Rec's rounds, each solved exactly instead of greedily), then
+//    re-solve one axis at a time exactly with the others fixed, and move
+//    single nodes to their best choice, until nothing improves. Each step
+//    can only lower the cost, so auto is never worse than D-Rec.
+// 3. Memory: a plan that needs more than the device's memory per rank is
+//    re-solved with a price on the bytes each choice defines, raised until
+//    a plan fits.
+// Repeated layers cost little: identical ops share their candidates and
+// every cost is memoized by type and layouts.
+#include "compiler/Search/SearchProblem.h"
+
+#include <cmath>
+#include <map>
+
+namespace sbpc::search {
+namespace {
+
+/// What the solvers minimize: the plan's time plus the memory price.
+double objective(SearchProblem &problem, const std::vector<size_t> &choice) {
+  double seconds = evaluate(problem, choice);
+  for (size_t n = 0; n < choice.size(); ++n)
+    seconds += problem.nodeCost(n, choice[n]) - problem.nodes()[n].compute(choice[n]);
+  return seconds;
+}
+
+/// The choices of each node that agree with `choice` on every mesh axis
+/// but `axis`.
+std::vector<std::vector<size_t>> freeOnAxis(SearchProblem &problem,
+                                            const std::vector<size_t> &choice, size_t axis) {
+  size_t axes = problem.mesh().shape.size();
+  std::vector<std::vector<size_t>> allowed(problem.nodes().size());
+  for (auto [n, node] : llvm::enumerate(problem.nodes()))
+    for (size_t c = 0; c < node.numChoices(); ++c) {
+      bool agrees = true;
+      for (size_t j = 0; j < axes && agrees; ++j)
+        agrees = j == axis || node.axisId(c, j) == node.axisId(choice[n], j);
+      if (agrees)
+        allowed[n].push_back(c);
+    }
+  return allowed;
+}
+
+/// D-Rec's rounds, each solved exactly: on axis a, choices agree with the
+/// earlier rounds and are replicated on later axes where they can be.
+std::optional<Solution> solveAxisByAxis(SearchProblem &problem, const ExactBudget &budget,
+                                        size_t &evaluated) {
+  size_t axes = problem.mesh().shape.size();
+  const std::vector<Node> &nodes = problem.nodes();
+  std::vector<size_t> previous(nodes.size(), 0);
+  std::optional<Solution> solution;
+  for (size_t axis = 0; axis < axes; ++axis) {
+    std::vector<std::vector<size_t>> allowed(nodes.size());
+    for (auto [n, node] : llvm::enumerate(nodes)) {
+      std::vector<size_t> agreeing;
+      for (size_t c = 0; c < node.numChoices(); ++c) {
+        bool agrees = true;
+        for (size_t j = 0; j < axis && agrees; ++j)
+          agrees = node.axisId(c, j) == node.axisId(previous[n], j);
+        if (!agrees)
+          continue;
+        agreeing.push_back(c);
+        bool replicated = true;
+        for (size_t j = axis + 1; j < axes && replicated; ++j)
+          replicated = node.replicatedOn(c, j);
+        if (replicated)
+          allowed[n].push_back(c);
+      }
+      if (allowed[n].empty())
+        allowed[n] = std::move(agreeing);
+    }
+    std::string error;
+    solution = solveExact(problem, budget, error, &allowed);
+    if (!solution)
+      return std::nullopt;
+    evaluated += solution->candidatesEvaluated;
+    previous = solution->choice;
+  }
+  return solution;
+}
+
+/// Exact re-solves of one mesh axis at a time with the others fixed,
+/// while they lower the objective.
+void improveByAxes(SearchProblem &problem, std::vector<size_t> &choice,
+                   const ExactBudget &budget, size_t &evaluated) {
+  size_t axes = problem.mesh().shape.size();
+  if (axes < 2)
+    return;
+  double current = objective(problem, choice);
+  for (int sweep = 0; sweep < 8; ++sweep) {
+    bool improved = false;
+    for (size_t axis = 0; axis < axes; ++axis) {
+      std::vector<std::vector<size_t>> allowed = freeOnAxis(problem, choice, axis);
+      std::string error;
+      std::optional<Solution> solution = solveExact(problem, budget, error, &allowed);
+      if (!solution)
+        continue;
+      evaluated += solution->candidatesEvaluated;
+      double seconds = objective(problem, solution->choice);
+      if (seconds < current * (1 - 1e-9)) {
+        choice = solution->choice;
+        current = seconds;
+        improved = true;
+      }
+    }
+    if (!improved)
+      return;
+  }
+}
+
+/// Moves single nodes to their best choice with the rest fixed, until no
+/// move helps. A node's best move depends only on its candidates and the
+/// layouts on its edges, so nodes of repeated layers in the same context
+/// share one evaluation.
+void improveByMoves(SearchProblem &problem, std::vector<size_t> &choice, size_t &evaluated) {
+  const std::vector<Node> &nodes = problem.nodes();
+  for (int sweep = 0; sweep < 4; ++sweep) {
+    std::map<std::vector<int>, size_t> bestInContext;
+    bool improved = false;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      const Node &node = nodes[n];
+      if (node.numChoices() < 2)
+        continue;
+      std::vector<int> context{static_cast<int>(reinterpret_cast<uintptr_t>(node.candidates)),
+                               static_cast<int>(reinterpret_cast<uintptr_t>(node.candidates) >> 32),
+                               static_cast<int>(choice[n])};
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const Source &source = problem.source(n, k);
+        context.push_back(source.node < 0 ? source.fixed
+                                          : nodes[source.node].outputLayout(choice[source.node],
+                                                                            source.output));
+      }
+      for (size_t r = 0; r < node.outputs.size(); ++r) {
+        context.push_back(-1);
+        for (auto [m, k] : problem.uses(n, r))
+          context.push_back(nodes[m].inputLayout(choice[m], k));
+      }
+      auto [it, isNew] = bestInContext.try_emplace(std::move(context), choice[n]);
+      if (isNew) {
+        double here = localCost(problem, choice, n, choice[n]);
+        for (size_t c = 0; c < node.numChoices(); ++c) {
+          ++evaluated;
+          double there = localCost(problem, choice, n, c);
+          if (there < here * (1 - 1e-9)) {
+            here = there;
+            it->second = c;
+          }
+        }
+      }
+      if (it->second != choice[n]) {
+        choice[n] = it->second;
+        improved = true;
+      }
+    }
+    if (!improved)
+      return;
+  }
+}
+
+/// One solve at the current memory price; `warm`, when given, is where
+/// the local improvement starts instead of D-Rec and the axis-by-axis solve.
+std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &options,
+                                  const std::vector<size_t> *warm) {
+  // Small enough to solve exactly as a whole?
+  std::string error;
+  if (std::optional<Solution> exact = solveExact(problem, options.whole, error))
+    return exact;
+  ExactBudget perAxis{size_t(1) << 20, size_t(1) << 24};
+  Solution best;
+  size_t evaluated = 0;
+  if (warm) {
+    best.choice = *warm;
+  } else {
+    best = solveDRec(problem);
+    evaluated = best.candidatesEvaluated;
+    if (std::optional<Solution> axisByAxis = solveAxisByAxis(problem, perAxis, evaluated))
+      if (objective(problem, axisByAxis->choice) < objective(problem, best.choice))
+        best.choice = axisByAxis->choice;
+  }
+  improveByAxes(problem, best.choice, perAxis, evaluated);
+  improveByMoves(problem, best.choice, evaluated);
+  best.candidatesEvaluated = evaluated;
+  return best;
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+} // namespace
+
+std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
+                                  const AutoOptions &options) {
+  problem.setMemoryPrice(0);
+  std::optional<Solution> best = solveOnce(problem, options, nullptr);
+  size_t evaluated = best->candidatesEvaluated;
+  double limit = problem.cluster().memoryBytes;
+  double memory = planMemory(problem, best->choice);
+  if (options.checkMemory && limit > 0 && memory > limit) {
+    // Price bytes so that the plan's memory weighs as much as its time,
+    // then raise the price until a plan fits, each solve starting from the
+    // last.
+    double price = evaluate(problem, best->choice) / memory;
+    std::optional<Solution> fitting;
+    std::vector<size_t> start = best->choice;
+    for (int attempt = 0; attempt < 16 && !fitting; ++attempt, price *= 4) {
+      problem.setMemoryPrice(price);
+      std::optional<Solution> priced = solveOnce(problem, options, &start);
+      start = priced->choice;
+      evaluated += priced->candidatesEvaluated;
+      double needs = planMemory(problem, priced->choice);
+      if (needs <= limit)
+        fitting = priced;
+      memory = std::min(memory, needs);
+    }
+    problem.setMemoryPrice(0);
+    if (!fitting) {
+      error = "no plan found fits device memory: the leanest needs " + gib(memory) +
+              " per rank, a device of cluster " + problem.cluster().name + " has " + gib(limit);
+      return std::nullopt;
+    }
+    best = fitting;
+  }
+  best->seconds = evaluate(problem, best->choice);
+  best->candidatesEvaluated = evaluated;
+  return best;
+}
+
+} // namespace sbpc::search
