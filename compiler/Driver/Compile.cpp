@@ -145,8 +145,8 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
                       command.mesh,
                       *cluster,
                       command.strategy,
-                      command.layouts.empty() ? "named strategy"
-                                              : "named strategy with --layout seeds",
+                      std::string(isSearchStrategy(command.strategy) ? "search" : "named strategy") +
+                          (command.layouts.empty() ? "" : " with --layout seeds"),
                       isSearchStrategy(command.strategy) ? command.strategy : "propagate",
                       seconds};
   nlohmann::json report = buildReport(*module, inputs);

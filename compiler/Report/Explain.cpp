@@ -66,7 +66,11 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
      << "  strategy " << str(strategy.value("name", json("?"))) << " ("
      << str(strategy.value("source", json("?"))) << "), laid out by "
      << str(search.value("algorithm", json("?"))) << " in "
-     << secondsText(num(search.value("wall_seconds", json(0)))) << "\n\n";
+     << secondsText(num(search.value("wall_seconds", json(0)))) << "\n";
+  if (search.contains("candidates_evaluated") && search.contains("plan_seconds"))
+    os << "  the search costed " << static_cast<uint64_t>(num(search["candidates_evaluated"]))
+       << " candidates; its plan: " << secondsText(num(search["plan_seconds"])) << "\n";
+  os << "\n";
 
   os << "Layouts, op by op (result layout; operands that differ are boxed first):\n";
   for (const json &op : report["ops"]) {
@@ -77,6 +81,28 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
       layouts += (layouts.empty() ? "" : " ") + str(r.value("sbp", json("?")));
     os << llvm::formatv("  {0,-24} {1,-22} {2,-20} {3}\n", str(op["location"]), str(op["op"]),
                         layouts, secondsText(num(op["est_time_s"])));
+  }
+
+  // The closest calls: ops whose best alternative costs the plan least.
+  if (search.contains("plan_seconds")) {
+    std::vector<std::pair<double, const json *>> calls;
+    for (const json &op : report["ops"])
+      if (op.contains("runner_up") && op["runner_up"].contains("plan_time_s"))
+        calls.push_back({num(op["runner_up"]["plan_time_s"]) - num(search["plan_seconds"]), &op});
+    std::stable_sort(calls.begin(), calls.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    if (!calls.empty())
+      os << "\nClosest calls (the runner-up signature of the ops where it costs least more):\n";
+    for (size_t i = 0; i < calls.size() && i < 5; ++i) {
+      const json &op = *calls[i].second;
+      std::string chosen, other;
+      for (const json &r : op["results"])
+        chosen += (chosen.empty() ? "" : " ") + str(r.value("sbp", json("?")));
+      for (const json &r : op["runner_up"].value("results", json::array()))
+        other += (other.empty() ? "" : " ") + str(r);
+      os << llvm::formatv("  {0,-24} {1,-22} {2} rather than {3}: +{4}\n", str(op["location"]),
+                          str(op["op"]), chosen, other, secondsText(calls[i].first));
+    }
   }
 
   std::vector<json> reshards(report["boxings"].begin(), report["boxings"].end());

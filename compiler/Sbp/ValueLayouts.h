@@ -24,7 +24,8 @@ constexpr llvm::StringLiteral kArgLayout = "sbp.layout";
 /// Function attribute: the mesh the function runs on.
 constexpr llvm::StringLiteral kFuncMesh = "sbp.mesh";
 /// Set by --sbp-search: on the function, what the search did (algorithm,
-/// candidates_evaluated, plan_seconds, memory_bytes_per_rank); on an op,
+/// candidates_evaluated, plan_seconds, search_seconds,
+/// memory_bytes_per_rank); on an op,
 /// its runner-up signature (operands, results, plan_seconds).
 constexpr llvm::StringLiteral kFuncSearch = "sbp.search";
 constexpr llvm::StringLiteral kRunnerUp = "sbp.runner_up";

@@ -18,7 +18,7 @@
 #include <limits>
 #include <numeric>
 #include <queue>
-#include <unordered_map>
+#include <algorithm>
 
 using namespace mlir;
 
@@ -29,8 +29,12 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 struct Var {
   int node = 0, output = 0;
-  std::vector<int> domain; // layout ids
-  std::unordered_map<int, int> position;
+  std::vector<int> domain; // layout ids, in first-seen order
+  std::vector<std::pair<int, int>> position; // (layout id, index in domain), sorted
+
+  int positionOf(int layout) const {
+    return std::lower_bound(position.begin(), position.end(), std::make_pair(layout, 0))->second;
+  }
 };
 
 struct Factor {
@@ -55,10 +59,11 @@ private:
   double priority(int v);
   bool eliminate(int v, std::string &error);
   bool eliminateAll(std::string &error);
-  int addFactor(std::vector<int> scope, std::string &error, const std::string &where);
+  int addFactor(std::vector<int> scope, std::string &error,
+                llvm::function_ref<std::string()> where);
   size_t tableSize(const std::vector<int> &scope) const;
   std::string describe(int v) const;
-  bool overBudget(const std::string &where, std::string &error) const;
+  bool overBudget(llvm::function_ref<std::string()> where, std::string &error) const;
 
   SearchProblem &problem;
   const ExactBudget &budget;
@@ -74,6 +79,11 @@ private:
   size_t evaluated = 0;
   size_t work = 0;       // entries built and combined
   bool symbolic = false; // planning: scopes and sizes only, no tables
+  // Reused buffers: eliminations and node tables are many and small.
+  std::vector<int> scratchInvolved, scratchDigit;
+  std::vector<size_t> scratchStride, scratchStrideV, scratchAt;
+  std::vector<const double *> scratchTables;
+  std::vector<double> scratchInputCost;
 };
 
 size_t Eliminator::tableSize(const std::vector<int> &scope) const {
@@ -95,21 +105,23 @@ std::string Eliminator::describe(int v) const {
   return text;
 }
 
-bool Eliminator::overBudget(const std::string &where, std::string &error) const {
+bool Eliminator::overBudget(llvm::function_ref<std::string()> where,
+                            std::string &error) const {
   if (work <= budget.maxWork)
     return false;
   error = "exact search would combine more than " + std::to_string(budget.maxWork) +
-          " table entries (at " + where + "); the graph is too large for it (use --strategy auto)";
+          " table entries (at " + where() + "); the graph is too large for it (use --strategy auto)";
   return true;
 }
 
-int Eliminator::addFactor(std::vector<int> scope, std::string &error, const std::string &where) {
+int Eliminator::addFactor(std::vector<int> scope, std::string &error,
+                          llvm::function_ref<std::string()> where) {
   size_t size = tableSize(scope);
   if (size > budget.maxTable || totalEntries + size > budget.maxTotal) {
     error = "exact search needs a table of " +
             (size == std::numeric_limits<size_t>::max() ? std::string("too many")
                                                         : std::to_string(size)) +
-            " entries at " + where + " (limit " + std::to_string(budget.maxTable) + ", " +
+            " entries at " + where() + " (limit " + std::to_string(budget.maxTable) + ", " +
             std::to_string(budget.maxTotal) +
             " in all); the graph is too large for it (use --strategy auto)";
     return -1;
@@ -138,6 +150,8 @@ int Eliminator::addFactor(std::vector<int> scope, std::string &error, const std:
 void Eliminator::buildVariables() {
   const std::vector<Node> &nodes = problem.nodes();
   varOf.resize(nodes.size());
+  std::vector<size_t> seen; // per layout id: the stamp of the variable that has it
+  size_t stamp = 1;
   for (auto [n, node] : llvm::enumerate(nodes)) {
     varOf[n].assign(node.outputs.size(), -1);
     for (size_t r = 0; r < node.outputs.size(); ++r) {
@@ -148,9 +162,16 @@ void Eliminator::buildVariables() {
       var.output = static_cast<int>(r);
       for (size_t c : allowed[n]) {
         int id = node.outputLayout(c, r);
-        if (var.position.try_emplace(id, static_cast<int>(var.domain.size())).second)
+        if (seen.size() <= static_cast<size_t>(id))
+          seen.resize(id + 1, 0);
+        if (seen[id] != stamp) {
+          seen[id] = stamp;
+          var.position.push_back({id, static_cast<int>(var.domain.size())});
           var.domain.push_back(id);
+        }
       }
+      ++stamp;
+      std::sort(var.position.begin(), var.position.end());
       varOf[n][r] = static_cast<int>(vars.size());
       vars.push_back(std::move(var));
     }
@@ -176,15 +197,17 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
   for (int v : varOf[n])
     if (v >= 0)
       scope.push_back(v);
-  int id = addFactor(scope, error,
-                     "'" + node.name() + "'" +
-                         (node.op ? " at " + sbp::describeLocation(node.op->getLoc()) : ""));
+  auto where = [&] {
+    return "'" + node.name() + "'" +
+           (node.op ? " at " + sbp::describeLocation(node.op->getLoc()) : std::string());
+  };
+  int id = addFactor(scope, error, where);
   if (id < 0)
     return false;
   if (symbolic)
     return true;
   Factor &factor = factors[id];
-  std::vector<size_t> inputPos(node.inputs.size(), 0);
+  std::vector<size_t> inputPos(node.inputs.size(), 0), inputOffset(node.inputs.size(), 0);
   for (size_t k = 0; k < node.inputs.size(); ++k)
     if (inputVar[k] >= 0)
       inputPos[k] = llvm::find(reads, inputVar[k]) - reads.begin();
@@ -194,19 +217,21 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
     for (size_t r = 0; r < node.outputs.size(); ++r)
       if (int v = varOf[n][r]; v >= 0) {
         size_t at = llvm::find(scope, v) - scope.begin();
-        resultIndex += factor.stride[at] * vars[v].position.at(node.outputLayout(c, r));
+        resultIndex += factor.stride[at] * vars[v].positionOf(node.outputLayout(c, r));
       }
-    // Boxing of each input per layout of its variable.
-    std::vector<std::vector<double>> inputCost(node.inputs.size());
+    // Boxing of each input per layout of its variable, at inputOffset[k].
+    std::vector<double> &inputCost = scratchInputCost;
+    inputCost.clear();
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Source &source = problem.source(n, k);
       int want = node.inputLayout(c, k);
+      inputOffset[k] = inputCost.size();
       if (source.node < 0) {
         base += problem.boxingSeconds(node.inputs[k], source.fixed, want);
         continue;
       }
       for (int have : vars[inputVar[k]].domain)
-        inputCost[k].push_back(problem.boxingSeconds(node.inputs[k], have, want));
+        inputCost.push_back(problem.boxingSeconds(node.inputs[k], have, want));
     }
     // Every assignment of the read variables.
     std::vector<int> digit(reads.size(), 0);
@@ -218,7 +243,7 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
         index += factor.stride[i] * digit[i];
       for (size_t k = 0; k < node.inputs.size(); ++k)
         if (inputVar[k] >= 0)
-          seconds += inputCost[k][digit[inputPos[k]]];
+          seconds += inputCost[inputOffset[k] + digit[inputPos[k]]];
       factor.table[index] = std::min(factor.table[index], seconds);
       size_t i = 0;
       while (i < reads.size() && ++digit[i] == static_cast<int>(vars[reads[i]].domain.size()))
@@ -245,61 +270,74 @@ double Eliminator::priority(int v) {
 }
 
 bool Eliminator::eliminate(int v, std::string &error) {
-  std::vector<int> involved, scope;
+  std::vector<int> &involved = scratchInvolved, scope;
+  involved.clear();
+  ++markStamp;
   for (int f : factorsOf[v])
     if (factors[f].alive && llvm::find(involved, f) == involved.end()) {
       involved.push_back(f);
       for (int u : factors[f].scope)
-        if (u != v && llvm::find(scope, u) == scope.end())
+        if (u != v && mark[u] != markStamp) {
+          mark[u] = markStamp;
           scope.push_back(u);
+        }
     }
-  std::string where = describe(v);
-  int id = addFactor(scope, error, "the value of " + where);
+  auto where = [&] { return "the value of " + describe(v); };
+  int id = addFactor(scope, error, where);
   if (id < 0)
     return false;
   size_t domainV = vars[v].domain.size();
   work += factors[id].size * (domainV - 1);
-  if (overBudget("the value of " + where, error))
+  if (overBudget(where, error))
     return false;
   for (int f : involved)
     factors[f].alive = false;
   order.push_back({v, involved});
   if (symbolic)
     return true;
-  // Strides of every involved factor along the new scope and along v.
-  size_t width = scope.size();
-  std::vector<std::vector<size_t>> stride(involved.size(), std::vector<size_t>(width, 0));
-  std::vector<size_t> strideV(involved.size(), 0);
-  for (auto [i, f] : llvm::enumerate(involved)) {
-    const Factor &factor = factors[f];
-    for (auto [j, u] : llvm::enumerate(factor.scope)) {
+  // Strides of every involved factor along the new scope and along v
+  // (stride[i * width + j]).
+  const std::vector<int> &newScope = factors[id].scope;
+  size_t width = newScope.size(), count = involved.size();
+  std::vector<size_t> &stride = scratchStride, &strideV = scratchStrideV, &at = scratchAt;
+  stride.assign(count * width, 0);
+  strideV.assign(count, 0);
+  at.assign(count, 0);
+  for (size_t i = 0; i < count; ++i) {
+    const Factor &factor = factors[involved[i]];
+    for (size_t j = 0; j < factor.scope.size(); ++j) {
+      int u = factor.scope[j];
       if (u == v)
         strideV[i] = factor.stride[j];
       else
-        stride[i][llvm::find(scope, u) - scope.begin()] = factor.stride[j];
+        stride[i * width + (llvm::find(newScope, u) - newScope.begin())] = factor.stride[j];
     }
   }
-  std::vector<int> digit(width, 0);
-  std::vector<size_t> at(involved.size(), 0);
-  Factor &result = factors[id];
-  for (size_t index = 0; index < result.table.size(); ++index) {
+  std::vector<int> &digit = scratchDigit;
+  digit.assign(width, 0);
+  std::vector<const double *> &tables = scratchTables;
+  tables.clear();
+  for (int f : involved)
+    tables.push_back(factors[f].table.data());
+  double *result = factors[id].table.data();
+  for (size_t index = 0, size = factors[id].size; index < size; ++index) {
     double best = kInfinity;
     for (size_t d = 0; d < domainV; ++d) {
       double seconds = 0;
-      for (size_t i = 0; i < involved.size(); ++i)
-        seconds += factors[involved[i]].table[at[i] + d * strideV[i]];
+      for (size_t i = 0; i < count; ++i)
+        seconds += tables[i][at[i] + d * strideV[i]];
       best = std::min(best, seconds);
     }
     evaluated += domainV;
-    result.table[index] = best;
+    result[index] = best;
     // Next assignment of the scope (digit 0 fastest, as the table's strides).
     for (size_t j = 0; j < width; ++j) {
-      for (size_t i = 0; i < involved.size(); ++i)
-        at[i] += stride[i][j];
-      if (++digit[j] < static_cast<int>(vars[scope[j]].domain.size()))
+      for (size_t i = 0; i < count; ++i)
+        at[i] += stride[i * width + j];
+      if (++digit[j] < static_cast<int>(vars[newScope[j]].domain.size()))
         break;
-      for (size_t i = 0; i < involved.size(); ++i)
-        at[i] -= stride[i][j] * vars[scope[j]].domain.size();
+      for (size_t i = 0; i < count; ++i)
+        at[i] -= stride[i * width + j] * vars[newScope[j]].domain.size();
       digit[j] = 0;
     }
   }

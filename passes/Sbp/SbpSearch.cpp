@@ -4,6 +4,8 @@
 #include "compiler/Search/SearchProblem.h"
 #include "passes/Sbp/Passes.h"
 
+#include <chrono>
+
 namespace sbpc::sbp {
 #define GEN_PASS_DEF_SBPSEARCH
 #include "passes/Sbp/Passes.h.inc"
@@ -44,6 +46,7 @@ public:
 
 private:
   LogicalResult search(func::FuncOp fn, LayoutContext &context) {
+    auto start = std::chrono::steady_clock::now();
     FailureOr<search::SearchProblem> problem =
         search::SearchProblem::build(fn, context.mesh, context.cluster, *context.plans);
     if (failed(problem))
@@ -58,6 +61,7 @@ private:
       solution = search::solveAuto(*problem, error, {memoryCheck});
     if (!solution)
       return fn.emitError() << error;
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     search::applySolution(*problem, *solution, context.meshOp);
 
     MLIRContext *ctx = fn.getContext();
@@ -81,6 +85,7 @@ private:
                      b.getNamedAttr("candidates_evaluated",
                                     b.getI64IntegerAttr(solution->candidatesEvaluated)),
                      b.getNamedAttr("plan_seconds", b.getF64FloatAttr(solution->seconds)),
+                     b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
                      b.getNamedAttr("memory_bytes_per_rank",
                                     b.getF64FloatAttr(search::planMemory(*problem, solution->choice)))}));
     return success();

@@ -25,6 +25,11 @@ SCHEMA = {
                "fits_device_memory": bool},
 }
 
+# What a search (auto, drec, exact) adds.
+SEARCH = {"search_seconds": float, "candidates_evaluated": int, "plan_seconds": float,
+          "memory_bytes_per_rank": float}
+RUNNER_UP = {"operands": [LAYOUT], "results": [LAYOUT], "plan_time_s": float}
+
 
 def check(value, schema, path, problems):
     if isinstance(schema, dict):
@@ -57,6 +62,13 @@ def main(cmd, path):
     if cmd == "validate":
         problems = []
         check(report, SCHEMA, "report", problems)
+        if report.get("search", {}).get("algorithm") in ("auto", "drec", "exact"):
+            check(report["search"], SEARCH, "report.search", problems)
+            with_runner_up = [op for op in report.get("ops", []) if "runner_up" in op]
+            if not with_runner_up:
+                problems.append("report.ops[].runner_up: missing on every op")
+            for i, op in enumerate(with_runner_up):
+                check(op["runner_up"], RUNNER_UP, f"report.ops[{i}].runner_up", problems)
         for p in problems[:20]:
             print(p)
         print(f"schema: {'ok' if not problems else 'FAIL'} ({len(report.get('ops', []))} ops, "

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Layout-search benchmark: search time and plan quality of sbpc's searches
+(auto, drec, exact) and hand-written strategies (dp, tp, dp-tp) on GPT
+graphs at GPT-3 175B widths, shapes only (`sbpc compile --emit report`
+allocates nothing).
+
+Writes OUT/results.json (one record per model, mesh and strategy),
+OUT/table.md (the tables bench/README.md quotes) and, when matplotlib is
+importable, OUT/search.png. `make bench-search` runs it with matplotlib
+from a venv under the build directory.
+
+usage: run.py --sbpc build/bin/sbpc [--out bench/search] [--layers 1,12,24,48,96]
+              [--meshes dp=2,tp=4 ...] [--workdir DIR]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+GPT3 = ["--hidden", "12288", "--heads", "96", "--seq", "2048", "--batch", "4096",
+        "--vocab", "50257", "--loss"]
+MESHES = ["dp=2,tp=4", "dp=8,tp=8", "dp=64,tp=8", "dp=8,tp=8,x=16", "dp=512,tp=8"]
+STRATEGIES = ["auto", "drec", "exact", "dp", "tp", "dp-tp"]
+CLUSTER = "dgx-h100-cluster"
+EXACT_TIMEOUT_S = 300
+
+
+def devices(mesh):
+    n = 1
+    for axis in mesh.split(","):
+        n *= int(axis.split("=")[1])
+    return n
+
+
+def compile_report(sbpc, model, mesh, strategy, out, memory_aware):
+    """One `sbpc compile --emit report`; a record of what it found."""
+    cmd = [sbpc, "compile", model, "--mesh", mesh, "--strategy", strategy, "--cluster", CLUSTER,
+           "--emit", "report", "-o", out]
+    if not memory_aware:
+        cmd.append("--ignore-memory")
+    start = time.perf_counter()
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True,
+                             timeout=EXACT_TIMEOUT_S if strategy == "exact" else None)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"over {EXACT_TIMEOUT_S} s"}
+    elapsed = time.perf_counter() - start
+    if run.returncode != 0:
+        lines = (run.stderr or run.stdout).strip().splitlines()
+        return {"ok": False, "error": lines[-1] if lines else f"exit {run.returncode}"}
+    with open(os.path.join(out, "report.json")) as f:
+        report = json.load(f)
+    search = report["search"]
+    return {"ok": True, "process_seconds": elapsed,
+            "search_seconds": search.get("search_seconds", search["wall_seconds"]),
+            "wall_seconds": search["wall_seconds"],
+            "plan_seconds": search.get("plan_seconds"),
+            "step_time_s": report["totals"]["estimated_step_time_s"],
+            "comm_bytes_per_rank": report["totals"]["comm_bytes_per_rank"],
+            "peak_memory_bytes": report["totals"]["peak_memory_bytes"],
+            "fits_device_memory": report["totals"]["fits_device_memory"]}
+
+
+def fmt_time(seconds):
+    return "—" if seconds is None else f"{seconds:.3g}"
+
+
+def tables(records, layers, meshes):
+    def find(l, m, s):
+        return next((r for r in records if r["layers"] == l and r["mesh"] == m and r["strategy"] == s), None)
+
+    lines = ["### Search time (seconds, one core; the search alone, problem building included)", "",
+             "| layers | " + " | ".join(f"`{m}` ({devices(m)})" for m in meshes) + " |",
+             "|---|" + "---|" * len(meshes)]
+    for l in layers:
+        cells = []
+        for m in meshes:
+            a, d = find(l, m, "auto"), find(l, m, "drec")
+            cells.append(f"auto {fmt_time(a['search_seconds']) if a and a['ok'] else '✗'} / "
+                         f"drec {fmt_time(d['search_seconds']) if d and d['ok'] else '✗'}")
+        lines.append(f"| {l} | " + " | ".join(cells) + " |")
+    lines += ["", "### Plan quality (estimated step time, seconds; lower is better)", "",
+              "| layers | mesh | " + " | ".join(STRATEGIES) + " | auto, memory-aware |",
+              "|---|---|" + "---|" * (len(STRATEGIES) + 1)]
+    for l in layers:
+        for m in meshes:
+            cells = []
+            for s in STRATEGIES + ["auto-memory"]:
+                r = find(l, m, s)
+                if not r or not r["ok"]:
+                    cells.append("n/a")
+                else:
+                    mark = "" if r["fits_device_memory"] else "*"
+                    cells.append(f"{r['step_time_s']:.4g}{mark}")
+            lines.append(f"| {l} | `{m}` | " + " | ".join(cells) + " |")
+    lines += ["", "`*`: the plan does not fit the device's memory (80 GB); n/a: the strategy "
+              "does not apply to the mesh or the model (see results.json for why), or exact "
+              "refused a graph too large for it."]
+    return "\n".join(lines)
+
+
+def checks(records):
+    """The issue's targets, as lines of text and whether each holds."""
+    out = []
+    by_case = {}
+    for r in records:
+        by_case.setdefault((r["layers"], r["mesh"]), {})[r["strategy"]] = r
+    worse, gaps = [], []
+    for (l, m), case in sorted(by_case.items()):
+        auto = case.get("auto")
+        if not auto or not auto["ok"]:
+            worse.append(f"{l} layers on {m}: auto failed")
+            continue
+        for s in ("drec", "dp", "tp", "dp-tp"):
+            other = case.get(s)
+            if other and other["ok"] and auto["step_time_s"] > other["step_time_s"] * (1 + 1e-9):
+                worse.append(f"{l} layers on {m}: auto {auto['step_time_s']:.4g} > {s} {other['step_time_s']:.4g}")
+        exact = case.get("exact")
+        if exact and exact["ok"]:
+            gaps.append((auto["step_time_s"] / exact["step_time_s"] - 1, l, m))
+    out.append(("auto never worse than drec or a hand-written strategy", not worse, worse))
+    worst = max(gaps) if gaps else None
+    out.append((f"auto within 2% of exact where exact finishes ({len(gaps)} cases"
+                + (f", worst {worst[0] * 100:.2f}% on {worst[1]} layers, {worst[2]})" if worst else ")"),
+                all(g[0] <= 0.02 for g in gaps), []))
+    big = [r for r in records if r["strategy"] == "auto" and r["layers"] == 96 and devices(r["mesh"]) == 1024]
+    for r in big:
+        out.append((f"auto on 96 layers, {r['mesh']}: {fmt_time(r['search_seconds'])} s (target < 1 s)",
+                    r["ok"] and r["search_seconds"] < 1.0, []))
+    return out
+
+
+def plot(records, layers, meshes, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not importable: no plot (make bench-search installs it)", file=sys.stderr)
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    for m in meshes:
+        for s, style in (("auto", "-o"), ("drec", "--x")):
+            pts = [(r["layers"], r["search_seconds"]) for r in records
+                   if r["mesh"] == m and r["strategy"] == s and r["ok"]]
+            if pts:
+                left.plot(*zip(*sorted(pts)), style, label=f"{s} {m}")
+    left.set(xlabel="layers", ylabel="search time (s)", yscale="log",
+             title="Search time vs model size (GPT-3 widths)")
+    left.axhline(1.0, color="gray", linewidth=0.8)
+    left.legend(fontsize=7)
+    cases = [(l, m) for l in layers for m in meshes]
+    for i, s in enumerate(STRATEGIES):
+        xs, ys = [], []
+        for j, (l, m) in enumerate(cases):
+            auto = next((r for r in records if r["layers"] == l and r["mesh"] == m and r["strategy"] == "auto"), None)
+            r = next((r for r in records if r["layers"] == l and r["mesh"] == m and r["strategy"] == s), None)
+            if auto and auto["ok"] and r and r["ok"]:
+                xs.append(j + (i - 2.5) * 0.12)
+                ys.append(r["step_time_s"] / auto["step_time_s"])
+        right.scatter(xs, ys, label=s, s=14)
+    right.set(ylabel="estimated step time / auto's", yscale="log",
+              title="Plan quality (1 = auto; above = slower than auto)")
+    right.set_xticks(range(len(cases)), [f"{l}L {devices(m)}" for l, m in cases], rotation=90, fontsize=6)
+    right.axhline(1.0, color="gray", linewidth=0.8)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sbpc", required=True)
+    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--layers", default="1,12,24,48,96")
+    parser.add_argument("--meshes", nargs="*", default=MESHES)
+    parser.add_argument("--workdir")
+    args = parser.parse_args()
+    layers = [int(x) for x in args.layers.split(",")]
+    work = args.workdir or tempfile.mkdtemp(prefix="sbpc-bench-")
+    os.makedirs(args.out, exist_ok=True)
+    records = []
+    for l in layers:
+        model = os.path.join(work, f"gpt3-{l}.mlir")
+        subprocess.run([args.sbpc, "gen", "gpt", "--layers", str(l), *GPT3, "-o", model], check=True)
+        for m in args.meshes:
+            for s in STRATEGIES + ["auto-memory"]:
+                strategy = "auto" if s == "auto-memory" else s
+                out = os.path.join(work, f"{l}-{m}-{s}")
+                record = {"layers": l, "mesh": m, "devices": devices(m), "strategy": s,
+                          **compile_report(args.sbpc, model, m, strategy, out, s == "auto-memory")}
+                records.append(record)
+                status = (f"{record['search_seconds']:.3f} s, step {record['step_time_s']:.4g} s"
+                          if record["ok"] else record["error"])
+                print(f"{l:3d} layers  {m:16s} {s:12s} {status}", flush=True)
+    text = tables(records, layers, args.meshes)
+    results = checks(records)
+    summary = "\n".join(f"- [{'x' if ok else ' '}] {what}" + "".join(f"\n  - {d}" for d in details[:10])
+                        for what, ok, details in results)
+    meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "cluster": CLUSTER, "model": "gpt " + " ".join(GPT3)}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "records": records}, f, indent=1)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text + "\n\n" + summary + "\n")
+    plotted = plot(records, layers, args.meshes, os.path.join(args.out, "search.png"))
+    print("\n" + text + "\n\n" + summary)
+    print(f"\nwrote {args.out}/results.json, table.md" + (", search.png" if plotted else ""))
+
+
+if __name__ == "__main__":
+    main()
