@@ -4,12 +4,12 @@
 SHELL := /bin/bash
 BUILD ?= build
 PACKAGES := cmake ninja-build g++ make libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
-            nlohmann-json3-dev libgtest-dev libopenblas-dev python3 python3-numpy
+            nlohmann-json3-dev libgtest-dev libopenblas-dev python3 python3-numpy python3-venv
 LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
 
-.PHONY: all deps build test check-sanitizers demo docs clean
+.PHONY: all deps build test check-sanitizers demo docs bench-search clean
 
 all: build
 
@@ -53,6 +53,15 @@ check-sanitizers: deps
 	@ASAN_OPTIONS=allow_user_poisoning=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(LIT) -sv $(BUILD)-asan/test $(BUILD)-asan/test/unit 2>&1 | tee $(BUILD)-asan/test.log; \
 	  test/lit-summary.sh $(BUILD)-asan/test.log $${PIPESTATUS[0]}
+
+# The layout-search benchmark (bench/search/README.md): about two minutes;
+# matplotlib for its plot comes from PyPI into a venv under the build
+# directory, pinned, and only the benchmark uses it.
+BENCH_VENV := $(BUILD)/bench-venv
+bench-search: build
+	@[ -x $(BENCH_VENV)/bin/python ] || { python3 -m venv $(BENCH_VENV) && \
+	  $(BENCH_VENV)/bin/pip install -q matplotlib==3.9.2; }
+	@$(BENCH_VENV)/bin/python bench/search/run.py --sbpc $(BUILD)/bin/sbpc --out bench/search
 
 demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo
