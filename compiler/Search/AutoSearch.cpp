@@ -165,8 +165,11 @@ void improveByMoves(SearchProblem &problem, std::vector<size_t> &choice, size_t 
 
 /// One solve at the current memory price; `warm`, when given, is where
 /// the local improvement starts instead of D-Rec and the axis-by-axis solve.
+/// Without one, a start that needs more memory than `memoryLimit` is
+/// returned unimproved: memory binds, and improving it for time alone
+/// would be undone by the priced solves.
 std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &options,
-                                  const std::vector<size_t> *warm) {
+                                  const std::vector<size_t> *warm, double memoryLimit) {
   // Small enough to solve exactly as a whole?
   std::string error;
   if (std::optional<Solution> exact = solveExact(problem, options.whole, error))
@@ -182,6 +185,10 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
     if (std::optional<Solution> axisByAxis = solveAxisByAxis(problem, perAxis, evaluated))
       if (objective(problem, axisByAxis->choice) < objective(problem, best.choice))
         best.choice = axisByAxis->choice;
+    if (memoryLimit > 0 && planMemory(problem, best.choice) > memoryLimit) {
+      best.candidatesEvaluated = evaluated;
+      return best;
+    }
   }
   improveByAxes(problem, best.choice, perAxis, evaluated);
   improveByMoves(problem, best.choice, evaluated);
@@ -200,11 +207,11 @@ std::string gib(double bytes) {
 std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                   const AutoOptions &options) {
   problem.setMemoryPrice(0);
-  std::optional<Solution> best = solveOnce(problem, options, nullptr);
+  double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
+  std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
-  double limit = problem.cluster().memoryBytes;
   double memory = planMemory(problem, best->choice);
-  if (options.checkMemory && limit > 0 && memory > limit) {
+  if (limit > 0 && memory > limit) {
     // Price bytes so that the plan's memory weighs as much as its time,
     // then raise the price until a plan fits, each solve starting from the
     // last.
@@ -213,7 +220,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     std::vector<size_t> start = best->choice;
     for (int attempt = 0; attempt < 16 && !fitting; ++attempt, price *= 4) {
       problem.setMemoryPrice(price);
-      std::optional<Solution> priced = solveOnce(problem, options, &start);
+      std::optional<Solution> priced = solveOnce(problem, options, &start, 0);
       start = priced->choice;
       evaluated += priced->candidatesEvaluated;
       double needs = planMemory(problem, priced->choice);
@@ -223,7 +230,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     }
     problem.setMemoryPrice(0);
     if (!fitting) {
-      error = "no plan found fits device memory: the leanest needs " + gib(memory) +
+      error = "no plan found fits device memory: the leanest found needs " + gib(memory) +
               " per rank, a device of cluster " + problem.cluster().name + " has " + gib(limit);
       return std::nullopt;
     }
