@@ -76,8 +76,8 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   OwningOpRef<ModuleOp> module = parseModelFile(command.modelPath, ctx);
   if (!module)
     return failure();
-  if (auto existing = *module->getOps<sbp::MeshOp>().begin(); !module->getOps<sbp::MeshOp>().empty())
-    return existing.emitError() << "the model already declares a mesh; sbpc compile lays it out "
+  if (auto meshes = module->getOps<sbp::MeshOp>(); !meshes.empty())
+    return (*meshes.begin()).emitError() << "the model already declares a mesh; sbpc compile lays it out "
                                    "on --mesh (use sbpc-opt --sbp-propagate for a model with its own)";
   FailureOr<ModelSignature> model = getModelSignature(*module);
   if (failed(model))
