@@ -1,5 +1,6 @@
 // `sbpc explain`: report.json for a person.
 #include "compiler/Report/Report.h"
+#include "compiler/Support/Diagnostics.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -8,16 +9,6 @@
 using nlohmann::json;
 
 namespace {
-
-std::string bytesText(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return llvm::formatv(unit ? "{0:f1} {1}" : "{0:f0} {1}", bytes, units[unit]).str();
-}
 
 std::string secondsText(double s) {
   if (s >= 1)

@@ -41,17 +41,17 @@ std::optional<sbprt::NdSbp> layoutOf(Value value) {
   return std::nullopt;
 }
 
+ArrayAttr layoutsAttr(MLIRContext *ctx, ArrayRef<sbprt::NdSbp> layouts) {
+  SmallVector<Attribute> attrs;
+  for (const sbprt::NdSbp &layout : layouts)
+    attrs.push_back(NdSbpAttr::get(ctx, layout));
+  return ArrayAttr::get(ctx, attrs);
+}
+
 void setSignature(Operation *op, ArrayRef<sbprt::NdSbp> operands,
                   ArrayRef<sbprt::NdSbp> results) {
-  MLIRContext *ctx = op->getContext();
-  auto toArray = [&](ArrayRef<sbprt::NdSbp> layouts) {
-    SmallVector<Attribute> attrs;
-    for (const sbprt::NdSbp &layout : layouts)
-      attrs.push_back(NdSbpAttr::get(ctx, layout));
-    return ArrayAttr::get(ctx, attrs);
-  };
-  op->setAttr(kOperandLayouts, toArray(operands));
-  op->setAttr(kResultLayouts, toArray(results));
+  op->setAttr(kOperandLayouts, layoutsAttr(op->getContext(), operands));
+  op->setAttr(kResultLayouts, layoutsAttr(op->getContext(), results));
 }
 
 std::string checkValueLayout(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, Value value) {

@@ -37,6 +37,9 @@ mlir::FailureOr<MeshOp> findMesh(mlir::ModuleOp module);
 /// layouts, a boxing or constraint, or its argument attribute), if any.
 std::optional<sbprt::NdSbp> layoutOf(mlir::Value value);
 
+/// An array of #sbp.nd attributes, one per layout.
+mlir::ArrayAttr layoutsAttr(mlir::MLIRContext *ctx, llvm::ArrayRef<sbprt::NdSbp> layouts);
+
 /// Stores a chosen signature on an op.
 void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
                   llvm::ArrayRef<sbprt::NdSbp> results);

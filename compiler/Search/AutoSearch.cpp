@@ -15,6 +15,7 @@
 // Repeated layers cost little: identical ops share their candidates and
 // every cost is memoized by type and layouts.
 #include "compiler/Search/SearchProblem.h"
+#include "compiler/Support/Diagnostics.h"
 
 #include <cmath>
 #include <map>
@@ -121,15 +122,14 @@ void improveByAxes(SearchProblem &problem, std::vector<size_t> &choice,
 void improveByMoves(SearchProblem &problem, std::vector<size_t> &choice, size_t &evaluated) {
   const std::vector<Node> &nodes = problem.nodes();
   for (int sweep = 0; sweep < 4; ++sweep) {
-    std::map<std::vector<int>, size_t> bestInContext;
+    // (candidates, current choice and the layouts on every edge) -> best choice.
+    std::map<std::pair<const Candidates *, std::vector<int>>, size_t> bestInContext;
     bool improved = false;
     for (size_t n = 0; n < nodes.size(); ++n) {
       const Node &node = nodes[n];
       if (node.numChoices() < 2)
         continue;
-      std::vector<int> context{static_cast<int>(reinterpret_cast<uintptr_t>(node.candidates)),
-                               static_cast<int>(reinterpret_cast<uintptr_t>(node.candidates) >> 32),
-                               static_cast<int>(choice[n])};
+      std::vector<int> context{static_cast<int>(choice[n])};
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         const Source &source = problem.source(n, k);
         context.push_back(source.node < 0 ? source.fixed
@@ -141,7 +141,8 @@ void improveByMoves(SearchProblem &problem, std::vector<size_t> &choice, size_t 
         for (auto [m, k] : problem.uses(n, r))
           context.push_back(nodes[m].inputLayout(choice[m], k));
       }
-      auto [it, isNew] = bestInContext.try_emplace(std::move(context), choice[n]);
+      auto [it, isNew] =
+          bestInContext.try_emplace({node.candidates, std::move(context)}, choice[n]);
       if (isNew) {
         double here = localCost(problem, choice, n, choice[n]);
         for (size_t c = 0; c < node.numChoices(); ++c) {
@@ -196,12 +197,6 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
   return best;
 }
 
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  return text;
-}
-
 } // namespace
 
 std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
@@ -230,8 +225,8 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     }
     problem.setMemoryPrice(0);
     if (!fitting) {
-      error = "no plan found fits device memory: the leanest found needs " + gib(memory) +
-              " per rank, a device of cluster " + problem.cluster().name + " has " + gib(limit);
+      error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
+              " per rank, a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }
     best = fitting;

@@ -439,7 +439,6 @@ std::optional<Solution> Eliminator::solve(std::string &error) {
   }
   solution.seconds = evaluate(problem, solution.choice);
   solution.candidatesEvaluated = evaluated;
-  solution.statesExplored = totalEntries;
   return solution;
 }
 

@@ -137,7 +137,6 @@ struct Solution {
   std::vector<size_t> choice;
   double seconds = 0;
   size_t candidatesEvaluated = 0;
-  size_t statesExplored = 0;
 };
 
 /// The cost of choosing `choice[n]` for every node n: compute plus the

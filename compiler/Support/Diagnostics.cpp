@@ -3,10 +3,21 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
+
+std::string sbpc::bytesText(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return llvm::formatv(unit ? "{0:f1} {1}" : "{0:f0} {1}", bytes, units[unit]).str();
+}
 
 std::string sbpc::formatLocation(Location loc, bool fileNameOnly) {
   if (auto file = dyn_cast<FileLineColLoc>(loc)) {

@@ -16,6 +16,9 @@ public:
 /// `fileNameOnly`); empty when the location says nothing.
 std::string formatLocation(mlir::Location loc, bool fileNameOnly = false);
 
+/// "512 B", "1.5 KiB", "80.0 GiB": bytes as a person reads them in a message.
+std::string bytesText(double bytes);
+
 /// Reports an error that has no place in the IR (a file, an option) as
 /// `sbpc: error: message` and returns failure.
 mlir::LogicalResult reportError(const llvm::Twine &message);

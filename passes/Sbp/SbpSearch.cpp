@@ -20,13 +20,6 @@ namespace {
 /// The oracle's budget: tables of up to 8M entries, 32M in all (256 MiB).
 constexpr search::ExactBudget kExactBudget{size_t(1) << 23, size_t(1) << 25};
 
-ArrayAttr layoutsAttr(MLIRContext *ctx, llvm::ArrayRef<sbprt::NdSbp> layouts) {
-  SmallVector<Attribute> attrs;
-  for (const sbprt::NdSbp &layout : layouts)
-    attrs.push_back(NdSbpAttr::get(ctx, layout));
-  return ArrayAttr::get(ctx, attrs);
-}
-
 class SbpSearchPass : public sbpc::sbp::impl::SbpSearchBase<SbpSearchPass> {
 public:
   using SbpSearchBase::SbpSearchBase;
