@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
