@@ -4,7 +4,8 @@
 SHELL := /bin/bash
 BUILD ?= build
 PACKAGES := cmake ninja-build g++ make libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
-            nlohmann-json3-dev libgtest-dev libopenblas-dev python3 python3-numpy python3-venv
+            nlohmann-json3-dev libgtest-dev libopenblas-dev libopenmpi-dev openmpi-bin \
+            python3 python3-numpy python3-venv
 LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
@@ -70,7 +71,9 @@ demo: build
 docs: build
 	@cp $(BUILD)/dialects/Graph/IR/GraphDialect.md docs/dialects/graph.md
 	@cp $(BUILD)/dialects/Sbp/IR/SbpDialect.md docs/dialects/sbp.md
+	@cp $(BUILD)/dialects/Exec/IR/ExecDialect.md docs/dialects/exec.md
 	@cp $(BUILD)/passes/Sbp/Passes.md docs/passes.md
+	@cp $(BUILD)/passes/Exec/Passes.md docs/exec-passes.md
 	@echo "docs/dialects/ updated"
 
 clean:

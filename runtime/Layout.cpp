@@ -25,6 +25,30 @@ std::string toString(const NdSbp &layout) {
   return text + "]";
 }
 
+std::optional<NdSbp> parseLayout(const std::string &text) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    return std::nullopt;
+  NdSbp layout;
+  std::stringstream entries(text.substr(1, text.size() - 2));
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    entry.erase(0, entry.find_first_not_of(' '));
+    entry.erase(entry.find_last_not_of(' ') + 1);
+    if (entry == "B")
+      layout.push_back(Sbp::broadcast());
+    else if (entry == "P(sum)")
+      layout.push_back(Sbp::partial(Sbp::Reduce::Sum));
+    else if (entry == "P(max)")
+      layout.push_back(Sbp::partial(Sbp::Reduce::Max));
+    else if (entry.size() > 3 && entry.compare(0, 2, "S(") == 0 && entry.back() == ')' &&
+             entry.find_first_not_of("0123456789", 2) == entry.size() - 1)
+      layout.push_back(Sbp::split(std::stoll(entry.substr(2, entry.size() - 3))));
+    else
+      return std::nullopt;
+  }
+  return layout;
+}
+
 int64_t Mesh::numDevices() const {
   int64_t n = 1;
   for (int64_t s : shape)

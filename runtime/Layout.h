@@ -37,6 +37,8 @@ struct Sbp {
 using NdSbp = std::vector<Sbp>;
 /// "[S(0), B]".
 std::string toString(const NdSbp &layout);
+/// The layout `toString` wrote ("[S(0), P(sum)]"), or nullopt.
+std::optional<NdSbp> parseLayout(const std::string &text);
 
 /// An N-D mesh of devices; rank r has row-major coordinates (axis 0 outermost).
 struct Mesh {

@@ -39,6 +39,19 @@ struct RunCommand {
 /// as <outputDir>/<name>.npy, printing one line per file.
 mlir::LogicalResult runReference(mlir::MLIRContext &ctx, const RunCommand &command);
 
+/// Runs a directory written by `sbpc compile --target cpu` (its launch.sh
+/// under mpirun) with the given parameters and inputs, assembles every
+/// output into <outputDir>/<name>.npy and what the ranks measured into
+/// <outputDir>/run.json. A failing rank's message becomes the error.
+struct RunCompiledCommand {
+  std::string programDir;
+  std::string paramsPath;
+  std::vector<std::string> inputs;
+  std::string outputDir;
+  uint64_t memoryLimit = 0;
+};
+mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
+
 /// Prints report.json for a person; a one-line error if it is not a report.
 mlir::LogicalResult runExplain(const std::string &reportPath);
 

@@ -7,6 +7,7 @@
 #include "compiler/Sbp/Strategies.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Target/CpuTarget.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "passes/Sbp/Passes.h"
@@ -153,12 +154,19 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   llvm::SmallString<256> reportPath(command.outputDir), modelPath(command.outputDir);
   llvm::sys::path::append(reportPath, "report.json");
   llvm::sys::path::append(modelPath, "sbp.mlir");
-  if (failed(writeFile(reportPath.str().str(),
-                       [&](llvm::raw_ostream &os) { os << report.dump(2) << "\n"; })))
-    return failure();
   if (!command.reportOnly &&
       failed(writeFile(modelPath.str().str(), [&](llvm::raw_ostream &os) { module->print(os); })))
     return failure();
+  if (!command.reportOnly && command.target == "cpu" &&
+      failed(buildCpuTarget(*module, command.cluster, command.outputDir, report)))
+    return failure();
+  if (failed(writeFile(reportPath.str().str(),
+                       [&](llvm::raw_ostream &os) { os << report.dump(2) << "\n"; })))
+    return failure();
   llvm::outs() << "wrote " << reportPath << "\n";
+  if (!command.reportOnly && !command.target.empty())
+    llvm::outs() << "wrote " << command.outputDir << "/bin/rank0.."
+                 << mesh->numDevices() - 1 << " and launch.sh; run them with: sbpc run "
+                 << command.outputDir << " --params ... --input NAME=FILE.npy --output-dir DIR\n";
   return success();
 }

@@ -17,10 +17,12 @@ struct CompileCommand {
   std::string outputDir;
   bool reportOnly = false;          // --emit report: only report.json
   bool ignoreMemory = false;        // auto: do not reject plans over device memory
+  std::string target;               // "" (plan only) or "cpu"
 };
 
-/// Compiles as far as this version goes (layouts and boxing) into
-/// `outputDir`: report.json and, unless reportOnly, the laid-out model sbp.mlir.
+/// Lays the model out and writes into `outputDir` report.json and, unless
+/// reportOnly, the laid-out model sbp.mlir; with a target, also the rank
+/// programs and executables (see buildCpuTarget).
 mlir::LogicalResult runCompile(mlir::MLIRContext &ctx, const CompileCommand &command);
 
 } // namespace sbpc

@@ -6,7 +6,7 @@
 #include "compiler/Model/ModelSignature.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Ops.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -77,14 +77,9 @@ LogicalResult Evaluator::constant(ConstantOp op) {
 }
 
 LogicalResult Evaluator::matmul(MatmulOp op) {
-  cpu::Shape a = shape(op.getLhs()), b = shape(op.getRhs()), c = shape(op.getResult());
-  size_t r = c.size();
-  int64_t batch = 1;
-  for (size_t d = 0; d + 2 < r; ++d)
-    batch *= c[d];
-  int64_t k = a[r - (op.getTransposeLhs() ? 2 : 1)];
-  cpu::matmul(f32(op.getLhs()), f32(op.getRhs()), outF32(op.getResult()), batch, c[r - 2],
-              c[r - 1], k, op.getTransposeLhs(), op.getTransposeRhs(), /*sharedB=*/b.size() == 2);
+  cpu::matmulOp(f32(op.getLhs()), shape(op.getLhs()), f32(op.getRhs()), shape(op.getRhs()),
+                outF32(op.getResult()), shape(op.getResult()), op.getTransposeLhs(),
+                op.getTransposeRhs());
   return success();
 }
 
@@ -119,10 +114,8 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](LayerNormOp o) {
-        cpu::Shape s = shape(o);
-        int64_t width = s.back();
-        cpu::layerNorm(f32(o.getInput()), f32(o.getScale()), f32(o.getBias()), outF32(o),
-                       sbprt::numElements(s) / width, width, static_cast<float>(o.getEps().convertToDouble()));
+        cpu::layerNormOp(f32(o.getInput()), f32(o.getScale()), f32(o.getBias()), outF32(o), shape(o),
+                         static_cast<float>(o.getEps().convertToDouble()));
         return success();
       })
       .Case([&](TransposeOp o) {
@@ -153,24 +146,19 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](EmbeddingOp o) -> LogicalResult {
-        cpu::Shape table = shape(o.getTable());
         std::string error;
-        if (!cpu::embedding(f32(o.getTable()), table[0], table[1], in(o.getIndices()).as<int64_t>(),
-                            in(o.getIndices()).numElements(), outF32(o), error))
+        if (!cpu::embeddingOp(f32(o.getTable()), shape(o.getTable()), in(o.getIndices()).as<int64_t>(),
+                              in(o.getIndices()).numElements(), outF32(o), error))
           return o.emitError() << "embedding: " << error;
         return success();
       })
       .Case([&](CausalMaskOp o) {
-        cpu::Shape s = shape(o);
-        int64_t n = s.back();
-        cpu::causalMask(f32(o.getInput()), outF32(o), sbprt::numElements(s) / (n * n), n,
-                        -std::numeric_limits<float>::infinity());
+        cpu::causalMaskOp(f32(o.getInput()), outF32(o), shape(o),
+                          -std::numeric_limits<float>::infinity());
         return success();
       })
       .Case([&](CausalMaskGradOp o) {
-        cpu::Shape s = shape(o);
-        int64_t n = s.back();
-        cpu::causalMask(f32(o.getGrad()), outF32(o), sbprt::numElements(s) / (n * n), n, 0.0f);
+        cpu::causalMaskOp(f32(o.getGrad()), outF32(o), shape(o), 0.0f);
         return success();
       })
       .Case([&](ReluGradOp o) {
@@ -186,29 +174,24 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](LayerNormGradOp o) {
-        cpu::Shape s = shape(o.getInput());
-        int64_t width = s.back();
-        cpu::layerNormGrad(f32(o.getInput()), f32(o.getScale()), f32(o.getGrad()),
-                           outF32(o.getInputGrad()), outF32(o.getScaleGrad()),
-                           outF32(o.getBiasGrad()), sbprt::numElements(s) / width, width,
-                           static_cast<float>(o.getEps().convertToDouble()));
+        cpu::layerNormGradOp(f32(o.getInput()), f32(o.getScale()), f32(o.getGrad()),
+                             outF32(o.getInputGrad()), outF32(o.getScaleGrad()),
+                             outF32(o.getBiasGrad()), shape(o.getInput()),
+                             static_cast<float>(o.getEps().convertToDouble()));
         return success();
       })
       .Case([&](EmbeddingGradOp o) -> LogicalResult {
-        cpu::Shape table = shape(o);
         std::string error;
-        if (!cpu::embeddingGrad(in(o.getIndices()).as<int64_t>(), in(o.getIndices()).numElements(),
-                                f32(o.getGrad()), table[1], outF32(o), table[0], error))
+        if (!cpu::embeddingGradOp(in(o.getIndices()).as<int64_t>(), in(o.getIndices()).numElements(),
+                                  f32(o.getGrad()), shape(o), outF32(o), error))
           return o.emitError() << "embedding_grad: " << error;
         return success();
       })
       .Case([&](CrossEntropyGradOp o) -> LogicalResult {
-        cpu::Shape logits = shape(o.getLogits());
-        int64_t classes = logits.back();
         std::string error;
-        if (!cpu::crossEntropyGrad(f32(o.getLogits()), in(o.getTargets()).as<int64_t>(),
-                                   *f32(o.getLossGrad()), sbprt::numElements(logits) / classes,
-                                   classes, outF32(o), error))
+        if (!cpu::crossEntropyGradOp(f32(o.getLogits()), shape(o.getLogits()),
+                                     in(o.getTargets()).as<int64_t>(), f32(o.getLossGrad()),
+                                     outF32(o), error))
           return o.emitError() << "cross_entropy_grad: " << error;
         return success();
       })
@@ -238,11 +221,9 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](CrossEntropyOp o) -> LogicalResult {
-        cpu::Shape logits = shape(o.getLogits());
-        int64_t classes = logits.back();
         std::string error;
-        if (!cpu::crossEntropy(f32(o.getLogits()), in(o.getTargets()).as<int64_t>(),
-                               sbprt::numElements(logits) / classes, classes, outF32(o), error))
+        if (!cpu::crossEntropyOp(f32(o.getLogits()), shape(o.getLogits()),
+                                 in(o.getTargets()).as<int64_t>(), outF32(o), error))
           return o.emitError() << "cross_entropy: " << error;
         return success();
       })

@@ -101,4 +101,40 @@ def SbpInsertBoxing : Pass<"sbp-insert-boxing", "mlir::ModuleOp"> {
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
 
+def SbpSpmdize : Pass<"sbp-spmdize", "mlir::ModuleOp"> {
+  let summary = "turns a laid-out model into one exec program per rank role";
+  let description = [{
+    After `--sbp-insert-boxing`, replaces the model function by an exec
+    program (a function without arguments, `exec.ranks` listing the ranks
+    that run it) on local shapes:
+
+    - each argument becomes an `exec.load` of the rank's shard, named as
+      the argument's `graph.param` / `graph.input`;
+    - each op is cloned with the local shapes its signature gives (layout
+      attributes dropped);
+    - each `sbp.boxing` becomes, hop by hop, the collective on that hop's
+      mesh axis (`exec.all_reduce`, `exec.all_gather`,
+      `exec.reduce_scatter`, `exec.all_to_all`) or a local change
+      (`exec.local_slice`, `exec.zero_pad`, `exec.keep_one`); hops on
+      axes of one device vanish;
+    - each result becomes an `exec.store` of the rank's shard, named as the
+      result's `graph.output`.
+
+    Ranks differ only by their mesh coordinates, which the program reads at
+    run time, so one program serves every rank of a mesh.
+
+    ```mlir
+    %0 = exec.load input "x" global [8, 4] [S(0)] : tensor<4x4xf32>
+    %1 = exec.load param "w" global [4, 4] [B] : tensor<4x4xf32>
+    %2 = graph.matmul %0, %1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    exec.store %2 "y" global [8, 4] [S(0)] : tensor<4x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
+           "Cluster preset name or JSON file for the cost model">,
+  ];
+  let dependentDialects = ["::sbpc::sbp::SbpDialect", "::sbpc::exec::ExecDialect"];
+}
+
 #endif // SBPC_SBP_PASSES

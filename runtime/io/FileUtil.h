@@ -62,4 +62,67 @@ inline bool writeFile(const std::string &path, const std::vector<Chunk> &chunks,
   return true;
 }
 
+/// Reads the block [offsets[d], offsets[d] + sizes[d]) of every dimension d
+/// of a row-major tensor of `shape` whose data starts at byte `dataStart` of
+/// `file`, into `dst` (packed), seeking over what is not needed. The caller
+/// has checked the block against the shape.
+inline bool readBlock(std::FILE *file, const std::string &path, uint64_t dataStart,
+                      const std::vector<int64_t> &shape, size_t elemSize,
+                      const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes,
+                      void *dst, std::string &error) {
+  size_t rank = shape.size();
+  for (int64_t size : sizes)
+    if (size == 0)
+      return true;
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank; d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  // Trailing dimensions taken whole are contiguous with the one before them,
+  // so each read covers dimensions [k, rank) at once.
+  size_t k = rank ? rank - 1 : 0;
+  int64_t runElems = rank ? sizes[k] : 1;
+  while (k > 0 && sizes[k] == shape[k])
+    runElems *= sizes[--k];
+  size_t runBytes = static_cast<size_t>(runElems) * elemSize;
+  std::vector<int64_t> index(k, 0);
+  auto *out = static_cast<unsigned char *>(dst);
+  while (true) {
+    int64_t elem = rank ? offsets[k] * strides[k] : 0;
+    for (size_t d = 0; d < k; ++d)
+      elem += (offsets[d] + index[d]) * strides[d];
+    uint64_t pos = dataStart + uint64_t(elem) * elemSize;
+    if (pos > uint64_t(std::numeric_limits<long>::max()) ||
+        std::fseek(file, static_cast<long>(pos), SEEK_SET) != 0 ||
+        std::fread(out, 1, runBytes, file) != runBytes)
+      return fail(error, path, "read failed: file is shorter than its header says");
+    out += runBytes;
+    size_t d = k;
+    while (d > 0 && ++index[d - 1] == sizes[d - 1])
+      index[--d] = 0;
+    if (d == 0)
+      return true;
+  }
+}
+
+/// Empty when the block fits `shape`; otherwise what is wrong.
+inline std::string checkBlock(const std::vector<int64_t> &shape,
+                              const std::vector<int64_t> &offsets,
+                              const std::vector<int64_t> &sizes) {
+  auto text = [](const std::vector<int64_t> &v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  if (offsets.size() != shape.size() || sizes.size() != shape.size())
+    return "slice of rank " + std::to_string(offsets.size()) + "/" +
+           std::to_string(sizes.size()) + " does not match a tensor of rank " +
+           std::to_string(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] > shape[d] - sizes[d])
+      return "slice at " + text(offsets) + " of size " + text(sizes) +
+             " is out of bounds for shape " + text(shape);
+  return "";
+}
+
 } // namespace sbprt::io::detail

@@ -155,7 +155,18 @@ std::optional<DType> dtypeFromDescr(const std::string &descr) {
 
 } // namespace
 
-bool readNpy(const std::string &path, Tensor &out, std::string &error) {
+namespace {
+
+/// An opened .npy file whose header has been checked: the data of `shape`
+/// and `dtype` starts at byte `dataStart`.
+struct NpyFile {
+  FilePtr file;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t dataStart = 0;
+};
+
+bool openNpy(const std::string &path, NpyFile &npy, std::string &error) {
   FilePtr file(std::fopen(path.c_str(), "rb"));
   if (!file)
     return fail(error, path,
@@ -224,13 +235,46 @@ bool readNpy(const std::string &path, Tensor &out, std::string &error) {
                 "trailing data: file has " + std::to_string(actual) +
                     " bytes of data, header says " + std::to_string(expected));
 
-  Tensor result(dtype, shape);
+  npy.file = std::move(file);
+  npy.dtype = dtype;
+  npy.shape = std::move(shape);
+  npy.dataStart = dataStart;
+  return true;
+}
+
+} // namespace
+
+bool readNpy(const std::string &path, Tensor &out, std::string &error) {
+  NpyFile npy;
+  if (!openNpy(path, npy, error))
+    return false;
+  Tensor result(npy.dtype, npy.shape);
   if (result.numBytes() && std::fread(result.data(), 1, result.numBytes(),
-                                      file.get()) != result.numBytes())
+                                      npy.file.get()) != result.numBytes())
     return fail(error, path, "read failed");
   out = std::move(result);
   return true;
 }
+
+bool readNpySlice(const std::string &path, const std::vector<int64_t> &offsets,
+                  const std::vector<int64_t> &sizes, Tensor &out,
+                  std::vector<int64_t> &fileShape, std::string &error) {
+  NpyFile npy;
+  if (!openNpy(path, npy, error))
+    return false;
+  fileShape = npy.shape;
+  std::string problem = checkBlock(npy.shape, offsets, sizes);
+  if (!problem.empty())
+    return fail(error, path, problem);
+  Tensor result(npy.dtype, sizes);
+  if (!readBlock(npy.file.get(), path, npy.dataStart, npy.shape, dtypeSize(npy.dtype), offsets,
+                 sizes, result.data(), error))
+    return false;
+  out = std::move(result);
+  return true;
+}
+
+
 
 bool writeNpy(const std::string &path, const Tensor &tensor,
               std::string &error) {

@@ -4,6 +4,7 @@
 #include "runtime/Tensor.h"
 
 #include <string>
+#include <vector>
 
 namespace sbprt::io {
 
@@ -11,6 +12,13 @@ namespace sbprt::io {
 /// float32/float64/int32/int64, C order only). On failure returns false and
 /// sets `error` to a one-line message starting with the path.
 bool readNpy(const std::string &path, Tensor &out, std::string &error);
+
+/// Reads the block [offsets[d], offsets[d] + sizes[d]) of every dimension
+/// of the array in a .npy file, seeking over the rest; `fileShape` gets the
+/// array's shape (also when the block does not fit it).
+bool readNpySlice(const std::string &path, const std::vector<int64_t> &offsets,
+                  const std::vector<int64_t> &sizes, Tensor &out,
+                  std::vector<int64_t> &fileShape, std::string &error);
 
 /// Writes a version 1.0 .npy file with the header padded so that the data
 /// starts at a multiple of 64 bytes, as NumPy does. A rank-0 tensor is written

@@ -194,32 +194,26 @@ bool SafetensorsFile::read(const SafetensorsEntry &entry, Tensor &out,
 bool SafetensorsFile::readSlice(const SafetensorsEntry &entry,
                                 const std::vector<int64_t> &offsets,
                                 const std::vector<int64_t> &sizes, Tensor &out,
-                                std::string &error) const {
+                                std::string &error, const std::vector<int64_t> *view) const {
   const std::string where = "tensor '" + entry.name + "'";
   if (!entry.dtype)
     return fail(error, path_,
                 where + " has dtype " + entry.dtypeName +
                     ", which is not supported (F32, F64, I32, I64)");
-  const std::vector<int64_t> &shape = entry.shape;
-  size_t rank = shape.size();
   size_t elemSize = dtypeSize(*entry.dtype);
   uint64_t fullBytes = 0;
-  if (!checkedByteSize(shape, elemSize, fullBytes) || entry.begin > entry.end ||
+  if (!checkedByteSize(entry.shape, elemSize, fullBytes) || entry.begin > entry.end ||
       entry.end - entry.begin != fullBytes)
     return fail(error, path_,
                 where + " has data_offsets that do not match its shape");
-  if (offsets.size() != rank || sizes.size() != rank)
+  const std::vector<int64_t> &shape = view ? *view : entry.shape;
+  if (view && numElements(*view) != numElements(entry.shape))
     return fail(error, path_,
-                "slice of rank " + std::to_string(offsets.size()) + "/" +
-                    std::to_string(sizes.size()) + " does not match " + where +
-                    " of rank " + std::to_string(rank));
-  for (size_t d = 0; d < rank; ++d)
-    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] > shape[d] - sizes[d])
-      return fail(error, path_,
-                  "slice at " + shapeToString(offsets) + " of size " +
-                      shapeToString(sizes) + " is out of bounds for " + where +
-                      " of shape " + shapeToString(shape));
-
+                where + " of shape " + shapeToString(entry.shape) + " cannot be viewed as " +
+                    shapeToString(*view));
+  std::string problem = checkBlock(shape, offsets, sizes);
+  if (!problem.empty())
+    return fail(error, path_, problem + " (" + where + ")");
   Tensor result(*entry.dtype, sizes);
   if (result.numBytes() == 0) {
     out = std::move(result);
@@ -229,37 +223,9 @@ bool SafetensorsFile::readSlice(const SafetensorsEntry &entry,
   if (!file)
     return fail(error, path_,
                 std::string("cannot open: ") + std::strerror(errno));
-
-  std::vector<int64_t> strides(rank, 1);
-  for (size_t d = rank; d-- > 1;)
-    strides[d - 1] = strides[d] * shape[d];
-  // Trailing dimensions taken whole are contiguous with the one before them,
-  // so each read covers dimensions [k, rank) at once.
-  size_t k = rank ? rank - 1 : 0;
-  int64_t runElems = rank ? sizes[k] : 1;
-  while (k > 0 && sizes[k] == shape[k])
-    runElems *= sizes[--k];
-  size_t runBytes = static_cast<size_t>(runElems) * elemSize;
-
-  std::vector<int64_t> index(k, 0);
-  auto *dst = static_cast<unsigned char *>(result.data());
-  while (true) {
-    int64_t elem = rank ? offsets[k] * strides[k] : 0;
-    for (size_t d = 0; d < k; ++d)
-      elem += (offsets[d] + index[d]) * strides[d];
-    uint64_t pos = dataStart_ + entry.begin + uint64_t(elem) * elemSize;
-    if (pos > uint64_t(std::numeric_limits<long>::max()) ||
-        std::fseek(file.get(), static_cast<long>(pos), SEEK_SET) != 0 ||
-        std::fread(dst, 1, runBytes, file.get()) != runBytes)
-      return fail(error, path_,
-                  "read failed: file is shorter than its header says");
-    dst += runBytes;
-    size_t d = k;
-    while (d > 0 && ++index[d - 1] == sizes[d - 1])
-      index[--d] = 0;
-    if (d == 0)
-      break;
-  }
+  if (!readBlock(file.get(), path_, dataStart_ + entry.begin, shape, elemSize, offsets, sizes,
+                 result.data(), error))
+    return false;
   out = std::move(result);
   return true;
 }

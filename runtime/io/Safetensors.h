@@ -44,11 +44,15 @@ public:
   bool read(const SafetensorsEntry &entry, Tensor &out,
             std::string &error) const;
   /// Reads the rectangular slice [offsets[d], offsets[d] + sizes[d]) of every
-  /// dimension d, seeking over the bytes that are not needed.
+  /// dimension d, seeking over the bytes that are not needed. With `view`,
+  /// the slice is of the tensor's elements seen (row-major) in that shape,
+  /// which must hold as many elements: GPT-2's [H, 3H] attention weight as
+  /// [H, 3, heads, d], sliced by heads.
   bool readSlice(const SafetensorsEntry &entry,
                  const std::vector<int64_t> &offsets,
                  const std::vector<int64_t> &sizes, Tensor &out,
-                 std::string &error) const;
+                 std::string &error,
+                 const std::vector<int64_t> *view = nullptr) const;
 
 private:
   SafetensorsFile() = default;

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 
 using namespace mlir;
@@ -78,9 +79,10 @@ static mlir::LogicalResult runGenCommand(MLIRContext &ctx) {
 // sbpc run
 //===----------------------------------------------------------------------===//
 
-static cl::SubCommand runCommand("run", "Evaluate a model on one CPU (the reference evaluator)");
+static cl::SubCommand runCommand("run", "Run a compiled directory on its ranks, or evaluate a "
+                                        "model on one CPU (the reference evaluator)");
 static cl::OptionCategory runCategory("run options");
-static cl::opt<std::string> runModel(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
+static cl::opt<std::string> runModel(cl::Positional, cl::desc("<model.mlir | compiled dir>"), cl::Required,
                                      cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<std::string> runParams("params", cl::desc("Parameters (.safetensors)"),
                                       cl::value_desc("file"), cl::sub(runCommand),
@@ -88,6 +90,10 @@ static cl::opt<std::string> runParams("params", cl::desc("Parameters (.safetenso
 static cl::list<std::string> runInputs("input", cl::desc("A model input: NAME=FILE.npy (repeatable)"),
                                        cl::value_desc("name=file"), cl::sub(runCommand),
                                        cl::cat(runCategory));
+static cl::opt<uint64_t> runMemoryLimit("memory-limit",
+                                        cl::desc("Compiled dir: fail a rank whose arena needs more "
+                                                 "than this many bytes"),
+                                        cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<std::string> runOutputDir("output-dir",
                                          cl::desc("Write every result as <dir>/<name>.npy"),
                                          cl::value_desc("dir"), cl::Required, cl::sub(runCommand),
@@ -124,6 +130,11 @@ static cl::opt<std::string>
 static cl::opt<std::string> compileEmit("emit",
                                         cl::desc("What to write: all (default) or report (report.json only)"),
                                         cl::init("all"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string>
+    compileTarget("target",
+                  cl::desc("Also build per-rank executables: cpu (C++ and MPI). Without it, only "
+                           "the plan (report.json, sbp.mlir)"),
+                  cl::value_desc("cpu"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string> compileOutput("o", cl::desc("Output directory"), cl::value_desc("dir"),
                                           cl::Required, cl::sub(compileCommand),
                                           cl::cat(compileCategory));
@@ -135,9 +146,12 @@ static cl::opt<std::string> explainReport(cl::Positional, cl::desc("<report.json
 static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (compileEmit != "all" && compileEmit != "report")
     return sbpc::reportError("--emit must be all or report, got '" + compileEmit + "'");
+  if (!compileTarget.empty() && compileTarget != "cpu")
+    return sbpc::reportError("--target must be cpu, got '" + compileTarget +
+                             "' (cuda is not built yet)");
   return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
                                 compileCluster, compileOutput, compileEmit == "report",
-                                compileIgnoreMemory});
+                                compileIgnoreMemory, compileTarget});
 }
 
 int main(int argc, char **argv) {
@@ -146,9 +160,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "sbpc: automatic parallelization of deep-learning graphs\n\n"
                               "  sbpc gen gpt|mlp [options] -o model.mlir [--params p.safetensors]\n"
-                              "  sbpc run model.mlir --params p.safetensors --input NAME=FILE.npy "
-                              "--output-dir DIR\n"
-                              "  sbpc compile model.mlir --mesh dp=2,tp=2 [--strategy auto] -o DIR\n"
+                              "  sbpc compile model.mlir --mesh dp=2,tp=2 [--strategy auto] "
+                              "[--target cpu] -o DIR\n"
+                              "  sbpc run DIR|model.mlir --params p.safetensors --input NAME=FILE.npy "
+                              "--output-dir RES\n"
                               "  sbpc explain DIR/report.json\n");
   DialectRegistry registry;
   sbpc::registerGraphSbpModels(registry);
@@ -161,7 +176,9 @@ int main(int argc, char **argv) {
   if (genCommand)
     result = runGenCommand(ctx);
   else if (runCommand)
-    result = sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
+    result = llvm::sys::fs::is_directory(runModel.getValue())
+                 ? sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir, runMemoryLimit})
+                 : sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
   else if (compileCommand)
     result = runCompileCommand(ctx);
   else if (explainCommand)

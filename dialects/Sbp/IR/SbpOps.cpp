@@ -18,15 +18,6 @@ void SbpDialect::initialize() {
       >();
 }
 
-static ParseResult parseNdSbp(OpAsmParser &parser, NdSbpAttr &layout) {
-  layout = NdSbpAttr::parseBare(parser);
-  return success(static_cast<bool>(layout));
-}
-
-static void printNdSbp(OpAsmPrinter &printer, Operation *, NdSbpAttr layout) {
-  layout.printBare(printer.getStream());
-}
-
 //===----------------------------------------------------------------------===//
 // MeshOp
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,160 @@
+// `sbpc run DIR`: launch a compiled program's ranks and assemble what they
+// wrote.
+#include "compiler/Driver/Commands.h"
+
+#include "compiler/Support/Diagnostics.h"
+#include "runtime/io/Npy.h"
+#include "runtime/sim/SimulatedMesh.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using sbpc::reportError;
+
+namespace {
+
+std::string join(const std::string &dir, const std::string &name) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  return path.str().str();
+}
+
+std::string absolute(const std::string &path) {
+  llvm::SmallString<256> result(path);
+  llvm::sys::fs::make_absolute(result);
+  return result.str().str();
+}
+
+/// The first line in which a rank reported its failure, else the last
+/// non-empty line of the job's output.
+std::string failureLine(const std::string &log) {
+  std::ifstream lines(log);
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    if (line.rfind("rank ", 0) == 0 && line.find(" failed in ") != std::string::npos)
+      return line;
+    if (line.find_first_not_of(" -*=\t") != std::string::npos)
+      last = line;
+  }
+  return last.empty() ? "the job failed without a message" : last;
+}
+
+} // namespace
+
+LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
+  std::string manifestPath = join(command.programDir, "program.json");
+  std::ifstream manifestFile(manifestPath);
+  if (!manifestFile)
+    return reportError(command.programDir +
+                       " is not a compiled program (no program.json; compile with --target cpu)");
+  nlohmann::json manifest = nlohmann::json::parse(manifestFile, nullptr, false);
+  if (manifest.is_discarded() || !manifest.contains("ranks") || !manifest.contains("outputs"))
+    return reportError(manifestPath + ": not a program description written by sbpc compile");
+  sbprt::Mesh mesh{manifest["mesh"]["axes"].get<std::vector<std::string>>(),
+                   manifest["mesh"]["shape"].get<std::vector<int64_t>>()};
+
+  // Every input the program loads, and no other, before starting any rank.
+  std::map<std::string, std::string> inputs;
+  for (const std::string &spec : command.inputs) {
+    auto [name, path] = llvm::StringRef(spec).split('=');
+    if (name.empty() || path.empty())
+      return reportError("--input '" + spec + "' must be NAME=FILE.npy");
+    if (!inputs.emplace(name.str(), absolute(path.str())).second)
+      return reportError("--input '" + name.str() + "' is given twice");
+  }
+  std::set<std::string> wanted;
+  bool needsParams = false;
+  for (const nlohmann::json &load : manifest["inputs"]) {
+    std::string name = load["name"].get<std::string>();
+    if (load["kind"] == "param") {
+      needsParams = true;
+    } else {
+      wanted.insert(name);
+      if (!inputs.count(name))
+        return reportError("the program needs input '" + name + "': pass --input " + name +
+                           "=FILE.npy");
+    }
+  }
+  for (const auto &[name, path] : inputs)
+    if (!wanted.count(name))
+      return reportError("--input '" + name + "': the program has no input of that name");
+  if (needsParams && command.paramsPath.empty())
+    return reportError("the program needs parameters: pass --params FILE.safetensors");
+  if (needsParams && !llvm::sys::fs::exists(command.paramsPath))
+    return reportError(command.paramsPath + ": no such file");
+
+  std::string shards = join(command.outputDir, ".shards");
+  llvm::sys::fs::remove_directories(shards);
+  if (std::error_code ec = llvm::sys::fs::create_directories(shards))
+    return reportError(shards + ": cannot create: " + ec.message());
+  std::vector<std::string> args = {absolute(join(command.programDir, "launch.sh"))};
+  if (needsParams)
+    args.insert(args.end(), {"--params", absolute(command.paramsPath)});
+  for (const auto &[name, path] : inputs)
+    args.insert(args.end(), {"--input", name + "=" + path});
+  args.insert(args.end(), {"--output-dir", absolute(command.outputDir)});
+  if (command.memoryLimit)
+    args.insert(args.end(), {"--memory-limit", std::to_string(command.memoryLimit)});
+  std::vector<llvm::StringRef> argv(args.begin(), args.end());
+  std::string log = join(command.outputDir, "job.log");
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  std::string error;
+  int64_t ranks = manifest["ranks"].get<int64_t>();
+  llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
+  int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
+  if (code != 0)
+    return reportError(failureLine(log) + (code < 0 ? " (" + error + ")" : "") +
+                       " (the job's output is in " + log + ")");
+
+  // Outputs: every rank's shard where it wrote one, assembled as laid out.
+  for (const nlohmann::json &output : manifest["outputs"]) {
+    std::string name = output["name"].get<std::string>();
+    std::optional<sbprt::NdSbp> layout = sbprt::parseLayout(output["layout"].get<std::string>());
+    if (!layout)
+      return reportError(manifestPath + ": output '" + name + "' has no layout");
+    sbprt::sim::Shards parts(ranks);
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::string path = join(shards, name + ".rank" + std::to_string(r) + ".npy");
+      if (llvm::sys::fs::exists(path) && !sbprt::io::readNpy(path, parts[r], error))
+        return reportError(error);
+    }
+    // Only replicas at coordinate 0 of broadcast axes are read back.
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<int64_t> coords = mesh.coordinates(r);
+      bool needed = true;
+      for (size_t axis = 0; axis < layout->size(); ++axis)
+        needed = needed && !((*layout)[axis].isBroadcast() && coords[axis] != 0);
+      if (needed && parts[r].shape().empty() && parts[r].numBytes() == 0)
+        return reportError("rank " + std::to_string(r) + " wrote no shard of output '" + name +
+                           "'");
+    }
+    sbprt::Tensor global = sbprt::sim::assemble(parts, mesh, *layout);
+    std::string path = join(command.outputDir, name + ".npy");
+    if (!sbprt::io::writeNpy(path, global, error))
+      return reportError(error);
+    llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(global.shape()) << "\n";
+  }
+  nlohmann::json measured = nlohmann::json::array();
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::ifstream stats(join(shards, "rank" + std::to_string(r) + ".json"));
+    nlohmann::json entry = nlohmann::json::parse(stats, nullptr, false);
+    if (entry.is_discarded())
+      return reportError("rank " + std::to_string(r) + " wrote no measurements");
+    measured.push_back(entry);
+  }
+  std::ofstream run(join(command.outputDir, "run.json"));
+  run << nlohmann::json{{"program", absolute(command.programDir)}, {"ranks", measured}}.dump(2)
+      << "\n";
+  llvm::sys::fs::remove_directories(shards);
+  return success();
+}

@@ -1,0 +1,463 @@
+// The CPU emitter: an exec program (memory planned) as one C++ translation
+// unit. Every value is a typed pointer into the rank's arena at the offset
+// the plan gave it; every op is one call into libsbprt (runtime/cpu/Ops.h,
+// Kernels.h, the communicator, the rank driver) with its shapes spelled as
+// constants, preceded by r.op("...") so a failure names the op and where
+// it came from.
+#include "compiler/Target/CpuEmitter.h"
+
+#include "compiler/Sbp/ValueLayouts.h"
+#include "dialects/Exec/IR/ExecOps.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Exec/ProgramInfo.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <sstream>
+
+using namespace mlir;
+using namespace sbpc::graph;
+namespace ex = sbpc::exec;
+
+namespace {
+
+std::string quoted(StringRef text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+template <typename Range> std::string list(const Range &values) {
+  std::string out = "{";
+  bool first = true;
+  for (auto v : values) {
+    out += (first ? "" : ", ") + std::to_string(v);
+    first = false;
+  }
+  return out + "}";
+}
+
+std::string floatLiteral(double value) {
+  if (std::isinf(value))
+    return value > 0 ? "std::numeric_limits<float>::infinity()"
+                     : "-std::numeric_limits<float>::infinity()";
+  if (std::isnan(value))
+    return "std::numeric_limits<float>::quiet_NaN()";
+  return llvm::formatv("{0:e9}f", value).str();
+}
+
+std::string layoutLiteral(const sbprt::NdSbp &layout) {
+  std::string out = "sbprt::NdSbp{";
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const sbprt::Sbp &s = layout[i];
+    out += i ? ", " : "";
+    if (s.isBroadcast())
+      out += "sbprt::Sbp::broadcast()";
+    else if (s.isSplit())
+      out += "sbprt::Sbp::split(" + std::to_string(s.dim) + ")";
+    else
+      out += std::string("sbprt::Sbp::partial(sbprt::Sbp::Reduce::") +
+             (s.reduce == sbprt::Sbp::Reduce::Sum ? "Sum" : "Max") + ")";
+  }
+  return out + "}";
+}
+
+std::string reduceLiteral(StringRef reduce) {
+  return reduce == "sum" ? "sbprt::comm::Reduce::Sum" : "sbprt::comm::Reduce::Max";
+}
+
+class Emitter {
+public:
+  Emitter(func::FuncOp program, const sbprt::Mesh &mesh) : program(program), mesh(mesh) {}
+
+  LogicalResult emit(const std::string &name, std::ostream &out);
+
+private:
+  /// The pointer to `value` in the arena, typed by its element type.
+  std::string ref(Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    std::string element = type.getElementType().isF32() ? "float" : "int64_t";
+    return llvm::formatv("r.at<{0}>({1}, {2})", element, offsets.lookup(value),
+                         sbpc::exec::valueBytes(value))
+        .str();
+  }
+  std::string shape(Value value) {
+    return "Shape" + list(cast<RankedTensorType>(value.getType()).getShape());
+  }
+  std::string local(Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    return "sbprt::comm::Local{" + list(type.getShape()) + ", " +
+           std::to_string(type.getElementTypeBitWidth() / 8) + "}";
+  }
+  std::string scratch(Operation *op) {
+    auto offset = op->getAttrOfType<IntegerAttr>(ex::kScratchOffset);
+    std::optional<ex::CollectiveCall> call = ex::collectiveCall(op, mesh);
+    if (!offset || !call)
+      return "nullptr";
+    return llvm::formatv("r.at<void>({0}, {1})", offset.getInt(),
+                         sbprt::comm::scratchBytes(call->kind, call->input, call->groupSize))
+        .str();
+  }
+  std::string elements(Value value) {
+    return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
+  }
+  LogicalResult emitOp(Operation *op);
+  LogicalResult emitGraphOp(Operation *op);
+  LogicalResult emitExecOp(Operation *op);
+  void line(const std::string &text) { body << "  " << text << "\n"; }
+
+  func::FuncOp program;
+  const sbprt::Mesh &mesh;
+  llvm::DenseMap<Value, int64_t> offsets;
+  std::ostringstream body;
+  int constants = 0;
+  std::ostringstream statics; // constant data
+};
+
+LogicalResult Emitter::emitExecOp(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ex::LoadOp o) {
+        auto type = o.getType();
+        std::vector<int64_t> stored;
+        if (auto attr = o.getStoredShape())
+          stored.assign(attr->begin(), attr->end());
+        line(llvm::formatv("r.load({0}, {1}, sbprt::DType::{2}, {3}, {4}, {5}, {6});",
+                           o.getKind() == "param" ? "true" : "false", quoted(o.getName()),
+                           type.getElementType().isF32() ? "F32" : "I64",
+                           list(o.getGlobalShape()), list(stored),
+                           layoutLiteral(o.getLayout().toLayout()), ref(o.getResult())));
+        return success();
+      })
+      .Case([&](ex::StoreOp o) {
+        auto type = cast<RankedTensorType>(o.getValue().getType());
+        line(llvm::formatv("r.store({0}, sbprt::DType::{1}, {2}, {3}, {4});", quoted(o.getName()),
+                           type.getElementType().isF32() ? "F32" : "I64",
+                           list(o.getGlobalShape()), layoutLiteral(o.getLayout().toLayout()),
+                           ref(o.getValue())));
+        return success();
+      })
+      .Case([&](ex::AllReduceOp o) {
+        line(llvm::formatv("std::memmove({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
+                           ex::valueBytes(o.getInput())));
+        line(llvm::formatv("r.comm().allReduce({0}, {1}, {2}, {3}, {4});", o.getAxis(),
+                           ref(o.getResult()), local(o.getInput()), reduceLiteral(o.getReduce()),
+                           scratch(o)));
+        return success();
+      })
+      .Case([&](ex::AllGatherOp o) {
+        line(llvm::formatv("r.comm().allGather({0}, {1}, {2}, {3}, {4}, {5});", o.getAxis(),
+                           ref(o.getInput()), local(o.getInput()), o.getDim(), ref(o.getResult()),
+                           scratch(o)));
+        return success();
+      })
+      .Case([&](ex::ReduceScatterOp o) {
+        line(llvm::formatv("r.comm().reduceScatter({0}, {1}, {2}, {3}, {4}, {5}, {6});",
+                           o.getAxis(), ref(o.getInput()), local(o.getInput()), o.getDim(),
+                           reduceLiteral(o.getReduce()), ref(o.getResult()), scratch(o)));
+        return success();
+      })
+      .Case([&](ex::AllToAllOp o) {
+        line(llvm::formatv("r.comm().allToAll({0}, {1}, {2}, {3}, {4}, {5}, {6});", o.getAxis(),
+                           ref(o.getInput()), local(o.getInput()), o.getSplitDim(),
+                           o.getConcatDim(), ref(o.getResult()), scratch(o)));
+        return success();
+      })
+      .Case([&](ex::BroadcastOp o) {
+        line(llvm::formatv("std::memmove({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
+                           ex::valueBytes(o.getInput())));
+        line(llvm::formatv("r.comm().broadcast({0}, {1}, {2}, {3}, {4});", o.getAxis(),
+                           ref(o.getResult()), local(o.getInput()), o.getRoot(), scratch(o)));
+        return success();
+      })
+      .Case([&](ex::SendOp o) {
+        line(llvm::formatv("r.comm().send({0}, {1}, {2}, {3});", o.getPeer(), ref(o.getInput()),
+                           ex::valueBytes(o.getInput()), o.getTag()));
+        return success();
+      })
+      .Case([&](ex::RecvOp o) {
+        line(llvm::formatv("r.comm().recv({0}, {1}, {2}, {3});", o.getPeer(), ref(o.getResult()),
+                           ex::valueBytes(o.getResult()), o.getTag()));
+        return success();
+      })
+      .Case([&](ex::LocalSliceOp o) {
+        auto type = cast<RankedTensorType>(o.getInput().getType());
+        line(llvm::formatv("r.localSlice({0}, {1}, {2}, {3}, {4}, {5});", o.getAxis(), o.getDim(),
+                           ref(o.getInput()), list(type.getShape()),
+                           type.getElementTypeBitWidth() / 8, ref(o.getResult())));
+        return success();
+      })
+      .Case([&](ex::ZeroPadOp o) {
+        line(llvm::formatv("r.zeroPad({0}, {1}, sbprt::Sbp::Reduce::{2}, {3}, {4}, {5});",
+                           o.getAxis(), o.getDim(), o.getReduce() == "sum" ? "Sum" : "Max",
+                           ref(o.getInput()), list(o.getInput().getType().getShape()),
+                           ref(o.getResult())));
+        return success();
+      })
+      .Case([&](ex::KeepOneOp o) {
+        line(llvm::formatv("r.keepOne({0}, {1}, {2}, {3});", o.getAxis(), ref(o.getInput()),
+                           elements(o.getInput()), ref(o.getResult())));
+        return success();
+      })
+      .Default([](Operation *other) {
+        return other->emitOpError() << "has no CPU code";
+      });
+}
+
+LogicalResult Emitter::emitGraphOp(Operation *op) {
+  auto unary = [&](const char *kind) {
+    line(llvm::formatv("cpu::unary(cpu::UnaryKind::{0}, {1}, {2}, {3});", kind,
+                       ref(op->getOperand(0)), ref(op->getResult(0)), elements(op->getOperand(0))));
+    return success();
+  };
+  auto binary = [&](const char *kind) {
+    Value l = op->getOperand(0), rhs = op->getOperand(1), y = op->getResult(0);
+    line(llvm::formatv("cpu::binary(cpu::BinaryKind::{0}, {1}, {2}, {3}, {4}, {5}, {6});", kind,
+                       ref(l), shape(l), ref(rhs), shape(rhs), ref(y), shape(y)));
+    return success();
+  };
+  auto reduce = [&](const char *kind, ArrayRef<int64_t> dims) {
+    line(llvm::formatv("cpu::reduce(cpu::ReduceKind::{0}, {1}, {2}, {3}, {4});", kind,
+                       ref(op->getOperand(0)), shape(op->getOperand(0)), list(dims),
+                       ref(op->getResult(0))));
+    return success();
+  };
+  auto checked = [&](const std::string &call) {
+    line("r.check(" + call + ", error);");
+    return success();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ConstantOp o) -> LogicalResult {
+        auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
+        if (!dense)
+          return o.emitOpError() << "the CPU target supports dense constants only";
+        std::string name = "constant" + std::to_string(constants++);
+        bool isFloat = dense.getElementType().isF32();
+        statics << "static const " << (isFloat ? "float " : "int64_t ") << name << "[] = {";
+        int64_t n = 0;
+        if (isFloat)
+          for (float v : dense.getValues<float>())
+            statics << (n++ % 8 ? ", " : "\n    ") << floatLiteral(v);
+        else
+          for (int64_t v : dense.getValues<int64_t>())
+            statics << (n++ % 8 ? ", " : "\n    ") << v << "LL";
+        statics << "};\n";
+        line(llvm::formatv("std::memcpy({0}, {1}, sizeof {1});", ref(o.getResult()), name));
+        return success();
+      })
+      .Case([&](NegOp) { return unary("Neg"); })
+      .Case([&](ExpOp) { return unary("Exp"); })
+      .Case([&](LogOp) { return unary("Log"); })
+      .Case([&](TanhOp) { return unary("Tanh"); })
+      .Case([&](SqrtOp) { return unary("Sqrt"); })
+      .Case([&](RsqrtOp) { return unary("Rsqrt"); })
+      .Case([&](ReluOp) { return unary("Relu"); })
+      .Case([&](GeluOp) { return unary("Gelu"); })
+      .Case([&](AddOp) { return binary("Add"); })
+      .Case([&](SubOp) { return binary("Sub"); })
+      .Case([&](MulOp) { return binary("Mul"); })
+      .Case([&](DivOp) { return binary("Div"); })
+      .Case([&](MatmulOp o) {
+        line(llvm::formatv("cpu::matmulOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+                           ref(o.getLhs()), shape(o.getLhs()), ref(o.getRhs()), shape(o.getRhs()),
+                           ref(o.getResult()), shape(o.getResult()),
+                           o.getTransposeLhs() ? "true" : "false",
+                           o.getTransposeRhs() ? "true" : "false"));
+        return success();
+      })
+      .Case([&](ReduceSumOp o) { return reduce("Sum", o.getDims()); })
+      .Case([&](ReduceMeanOp o) { return reduce("Mean", o.getDims()); })
+      .Case([&](ReduceMaxOp o) { return reduce("Max", o.getDims()); })
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto o) {
+        line(llvm::formatv("cpu::softmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
+                           ref(o.getResult()), shape(o.getResult()), o.getAxis(),
+                           isa<LogSoftmaxOp>(op) ? "true" : "false"));
+        return success();
+      })
+      .Case([&](LayerNormOp o) {
+        line(llvm::formatv("cpu::layerNormOp({0}, {1}, {2}, {3}, {4}, {5});", ref(o.getInput()),
+                           ref(o.getScale()), ref(o.getBias()), ref(o.getResult()),
+                           shape(o.getResult()), floatLiteral(o.getEps().convertToDouble())));
+        return success();
+      })
+      .Case([&](TransposeOp o) {
+        line(llvm::formatv("cpu::transpose({0}, {1}, {2}, {3});", ref(o.getInput()),
+                           shape(o.getInput()), list(o.getPerm()), ref(o.getResult())));
+        return success();
+      })
+      .Case([&](ReshapeOp o) {
+        line(llvm::formatv("std::memmove({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
+                           ex::valueBytes(o.getInput())));
+        return success();
+      })
+      .Case([&](SliceOp o) {
+        line(llvm::formatv("cpu::slice({0}, sizeof(float), {1}, {2}, {3}, {4});",
+                           ref(o.getInput()), shape(o.getInput()), list(o.getStarts()),
+                           list(o.getLimits()), ref(o.getResult())));
+        return success();
+      })
+      .Case([&](ConcatOp o) {
+        std::string inputs = "{", shapes = "{";
+        for (auto [i, v] : llvm::enumerate(o.getInputs())) {
+          inputs += (i ? ", " : "") + ref(v);
+          shapes += (i ? ", " : "") + shape(v);
+        }
+        inputs += "}";
+        shapes += "}";
+        line(llvm::formatv("cpu::concat({0}, sizeof(float), {1}, {2}, {3});", inputs, shapes,
+                           o.getAxis(), ref(o.getResult())));
+        return success();
+      })
+      .Case([&](EmbeddingOp o) {
+        return checked(llvm::formatv("cpu::embeddingOp({0}, {1}, {2}, {3}, {4}, error)",
+                                     ref(o.getTable()), shape(o.getTable()), ref(o.getIndices()),
+                                     elements(o.getIndices()), ref(o.getResult())));
+      })
+      .Case([&](CausalMaskOp o) {
+        line(llvm::formatv("cpu::causalMaskOp({0}, {1}, {2}, {3});", ref(o.getInput()),
+                           ref(o.getResult()), shape(o.getResult()),
+                           floatLiteral(-std::numeric_limits<double>::infinity())));
+        return success();
+      })
+      .Case([&](CausalMaskGradOp o) {
+        line(llvm::formatv("cpu::causalMaskOp({0}, {1}, {2}, 0.0f);", ref(o.getGrad()),
+                           ref(o.getResult()), shape(o.getResult())));
+        return success();
+      })
+      .Case([&](CrossEntropyOp o) {
+        return checked(llvm::formatv("cpu::crossEntropyOp({0}, {1}, {2}, {3}, error)",
+                                     ref(o.getLogits()), shape(o.getLogits()),
+                                     ref(o.getTargets()), ref(o.getResult())));
+      })
+      .Case([&](CrossEntropyGradOp o) {
+        return checked(llvm::formatv("cpu::crossEntropyGradOp({0}, {1}, {2}, {3}, {4}, error)",
+                                     ref(o.getLogits()), shape(o.getLogits()),
+                                     ref(o.getTargets()), ref(o.getLossGrad()),
+                                     ref(o.getResult())));
+      })
+      .Case([&](ReluGradOp o) {
+        line(llvm::formatv("cpu::reluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
+                           ref(o.getGrad()), ref(o.getResult()), elements(o.getInput())));
+        return success();
+      })
+      .Case([&](GeluGradOp o) {
+        line(llvm::formatv("cpu::geluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
+                           ref(o.getGrad()), ref(o.getResult()), elements(o.getInput())));
+        return success();
+      })
+      .Case([&](SoftmaxGradOp o) {
+        line(llvm::formatv("cpu::softmaxGrad({0}, {1}, {2}, {3}, {4});", ref(o.getOutput()),
+                           ref(o.getGrad()), ref(o.getResult()), shape(o.getResult()),
+                           o.getAxis()));
+        return success();
+      })
+      .Case([&](LayerNormGradOp o) {
+        line(llvm::formatv("cpu::layerNormGradOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+                           ref(o.getInput()), ref(o.getScale()), ref(o.getGrad()),
+                           ref(o.getInputGrad()), ref(o.getScaleGrad()), ref(o.getBiasGrad()),
+                           shape(o.getInput()), floatLiteral(o.getEps().convertToDouble())));
+        return success();
+      })
+      .Case([&](EmbeddingGradOp o) {
+        return checked(llvm::formatv("cpu::embeddingGradOp({0}, {1}, {2}, {3}, {4}, error)",
+                                     ref(o.getIndices()), elements(o.getIndices()),
+                                     ref(o.getGrad()), shape(o.getResult()),
+                                     ref(o.getResult())));
+      })
+      .Case([&](PadOp o) {
+        line(llvm::formatv("cpu::pad({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
+                           shape(o.getInput()), list(o.getLow()), list(o.getHigh()),
+                           ref(o.getResult())));
+        return success();
+      })
+      .Case([&](BroadcastOp o) {
+        line(llvm::formatv("cpu::broadcast({0}, {1}, {2}, {3});", ref(o.getInput()),
+                           shape(o.getInput()), ref(o.getResult()), shape(o.getResult())));
+        return success();
+      })
+      .Case([&](SgdUpdateOp o) {
+        line(llvm::formatv("cpu::sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+                           ref(o.getParam()), ref(o.getGrad()), ref(o.getVelocity()),
+                           elements(o.getParam()), o.getLr().convertToDouble(),
+                           o.getMomentum().convertToDouble(),
+                           o.getWeightDecay().convertToDouble(), ref(o.getNewParam()),
+                           ref(o.getNewVelocity())));
+        return success();
+      })
+      .Case([&](AdamwUpdateOp o) {
+        line(llvm::formatv("cpu::adamwUpdate({0}, {1}, {2}, {3}, {4}, *{5}, {6}, {7}, {8}, {9}, "
+                           "{10}, {11}, {12}, {13});",
+                           ref(o.getParam()), ref(o.getGrad()), ref(o.getM()), ref(o.getV()),
+                           elements(o.getParam()), ref(o.getStep()), o.getLr().convertToDouble(),
+                           o.getBeta1().convertToDouble(), o.getBeta2().convertToDouble(),
+                           o.getEps().convertToDouble(), o.getWeightDecay().convertToDouble(),
+                           ref(o.getNewParam()), ref(o.getNewM()), ref(o.getNewV())));
+        return success();
+      })
+      .Default([](Operation *other) {
+        return other->emitOpError() << "has no CPU code";
+      });
+}
+
+LogicalResult Emitter::emitOp(Operation *op) {
+  if (isa<func::ReturnOp>(op))
+    return success();
+  auto resultOffsets = op->getAttrOfType<DenseI64ArrayAttr>(ex::kOffsets);
+  if (op->getNumResults() && (!resultOffsets || resultOffsets.size() != op->getNumResults()))
+    return op->emitOpError() << "has no place in the arena; run --exec-plan-memory first";
+  for (auto [result, offset] : llvm::zip(op->getResults(),
+                                         resultOffsets ? resultOffsets.asArrayRef()
+                                                       : ArrayRef<int64_t>()))
+    offsets[result] = offset;
+  line("r.op(" +
+       quoted(op->getName().getStringRef().str() + " at " +
+              sbpc::sbp::describeLocation(op->getLoc())) +
+       ");");
+  if (isa<ex::ExecDialect>(op->getDialect()))
+    return emitExecOp(op);
+  return emitGraphOp(op);
+}
+
+LogicalResult Emitter::emit(const std::string &name, std::ostream &out) {
+  auto arena = program->getAttrOfType<IntegerAttr>(ex::kArenaBytes);
+  if (!arena)
+    return program.emitOpError() << "has no memory plan; run --exec-plan-memory first";
+  for (Operation &op : program.getBody().front())
+    if (failed(emitOp(&op)))
+      return failure();
+  std::string axes = "{", meshText;
+  for (size_t i = 0; i < mesh.axes.size(); ++i) {
+    axes += (i ? ", " : "") + quoted(mesh.axes[i]);
+    meshText += (i ? "," : "") + mesh.axes[i] + "=" + std::to_string(mesh.shape[i]);
+  }
+  axes += "}";
+  auto ranks = program->getAttrOfType<DenseI64ArrayAttr>(ex::kProgramRanks);
+  out << "// Generated by sbpc: " << name << ", the program of ranks " << list(ranks.asArrayRef())
+      << " on mesh " << meshText << ".\n"
+      << "// Build: c++ -std=c++17 -O2 -I<sbpc>/ " << name
+      << ".cpp -lsbprt_rank -lsbprt -lopenblas -lmpi\n"
+      << "#include \"runtime/rank/Rank.h\"\n\n"
+      << "#include <cstring>\n#include <limits>\n\n"
+      << "using sbprt::cpu::Shape;\nnamespace cpu = sbprt::cpu;\n\n"
+      << statics.str() << (constants ? "\n" : "") << "int main(int argc, char **argv) {\n"
+      << "  sbprt::rank::Rank r(argc, argv, {" << quoted(name) << ", sbprt::Mesh{" << axes
+      << ", " << list(mesh.shape) << "}, " << arena.getInt() << "});\n"
+      << "  [[maybe_unused]] std::string error;\n"
+      << body.str() << "  return r.finish();\n}\n";
+  return success();
+}
+
+} // namespace
+
+LogicalResult sbpc::emitCpuProgram(func::FuncOp program, const sbprt::Mesh &mesh,
+                                   const std::string &name, std::ostream &out) {
+  return Emitter(program, mesh).emit(name, out);
+}

@@ -1,0 +1,201 @@
+// `sbpc compile --target cpu`: spmdize, plan memory, emit C++ per program,
+// build the rank executables, and describe the bundle.
+#include "compiler/Target/CpuTarget.h"
+
+#include "compiler/Support/Diagnostics.h"
+#include "compiler/Target/CpuEmitter.h"
+#include "dialects/Exec/IR/ExecOps.h"
+#include "passes/Exec/Passes.h"
+#include "passes/Exec/ProgramInfo.h"
+#include "passes/Sbp/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+using namespace mlir;
+
+namespace {
+
+// The host compiler and the runtime, as the build configured them.
+#include "compiler/Target/Toolchain.inc"
+
+std::string join(const llvm::Twine &dir, const llvm::Twine &name) {
+  llvm::SmallString<256> path;
+  dir.toVector(path);
+  llvm::sys::path::append(path, name);
+  return path.str().str();
+}
+
+bool writeText(const std::string &path, const std::string &text, std::string &error) {
+  std::ofstream file(path);
+  file << text;
+  file.close();
+  if (!file)
+    error = path + ": cannot write";
+  return static_cast<bool>(file);
+}
+
+/// Compiles `source` into `binary`; the compiler's output goes to `log`.
+LogicalResult buildProgram(const std::string &source, const std::string &binary,
+                           const std::string &log) {
+  const char *fromEnv = std::getenv("SBPC_CXX");
+  std::string cxx = fromEnv && *fromEnv ? fromEnv : kCxx;
+  llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(cxx);
+  if (!found)
+    return sbpc::reportError("the host C++ compiler '" + cxx +
+                             "' was not found (set SBPC_CXX to another)");
+  std::vector<std::string> args = {*found, "-std=c++17", "-O1", "-w", "-I", kRuntimeInclude,
+                                   source, "-o", binary};
+  for (const char *library : kRuntimeLibraries)
+    args.push_back(library);
+  args.push_back("-lpthread");
+  std::vector<llvm::StringRef> argv(args.begin(), args.end());
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  std::string error;
+  int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
+  if (code == 0)
+    return success();
+  // The first error line tells most; the log has the rest.
+  std::ifstream lines(log);
+  std::string line, first;
+  while (std::getline(lines, line))
+    if (line.find("error") != std::string::npos) {
+      first = line;
+      break;
+    }
+  return sbpc::reportError("building " + source + " failed" +
+                           (error.empty() ? "" : " (" + error + ")") +
+                           (first.empty() ? "" : ": " + first) + " (full output in " + log + ")");
+}
+
+std::string launchScript(const std::vector<std::string> &binaries) {
+  std::string text =
+      "#!/bin/sh\n"
+      "# Runs this program's " +
+      std::to_string(binaries.size()) +
+      " ranks (written by sbpc compile --target cpu):\n"
+      "#   launch.sh --params P.safetensors --input NAME=FILE.npy ... --output-dir DIR\n"
+      "# Each rank writes its shards under DIR/.shards; `sbpc run` assembles them.\n"
+      "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+      "export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}\n";
+  if (binaries.size() == 1)
+    return text + "exec \"$here/bin/" + binaries[0] + "\" \"$@\"\n";
+  text += "exec mpirun --allow-run-as-root --oversubscribe --bind-to none";
+  for (size_t r = 0; r < binaries.size(); ++r)
+    text += std::string(r ? " :" : "") + " \\\n  -np 1 \"$here/bin/" + binaries[r] + "\" \"$@\"";
+  return text + "\n";
+}
+
+} // namespace
+
+LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
+                                   const std::string &outputDir, nlohmann::json &report) {
+  PassManager pm(module.getContext());
+  sbp::SbpSpmdizeOptions spmdize;
+  spmdize.cluster = cluster;
+  pm.addPass(sbp::createSbpSpmdize(spmdize));
+  pm.addPass(exec::createExecPlanMemory());
+  if (failed(pm.run(module)))
+    return failure();
+  std::string error;
+  {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    if (!writeText(join(outputDir, "exec.mlir"), text, error))
+      return reportError(error);
+  }
+  for (const char *sub : {"src", "bin"})
+    if (std::error_code ec = llvm::sys::fs::create_directories(join(outputDir, sub)))
+      return reportError(join(outputDir, sub) + ": cannot create: " + ec.message());
+
+  std::vector<std::string> binaryOfRank;
+  nlohmann::json ranks = nlohmann::json::array(), manifestOutputs = nlohmann::json::array(),
+                 manifestInputs = nlohmann::json::array();
+  sbprt::Mesh mesh;
+  int index = 0;
+  for (auto program : module.getOps<func::FuncOp>()) {
+    if (!exec::isProgram(program))
+      continue;
+    FailureOr<sbprt::Mesh> programMesh = exec::programMesh(program);
+    if (failed(programMesh))
+      return failure();
+    mesh = *programMesh;
+    std::string name = "program" + std::to_string(index++);
+    std::string source = join(outputDir, "src/" + name + ".cpp");
+    std::ofstream file(source);
+    if (failed(emitCpuProgram(program, mesh, name, file)))
+      return failure();
+    file.close();
+    if (!file)
+      return reportError(source + ": cannot write");
+    llvm::errs() << "sbpc: building " << name << " (" << source << ")\n";
+    if (failed(buildProgram(source, join(outputDir, "bin/" + name),
+                            join(outputDir, "build.log"))))
+      return failure();
+    int64_t arena = program->getAttrOfType<IntegerAttr>(exec::kArenaBytes).getInt();
+    for (int64_t rank : program->getAttrOfType<DenseI64ArrayAttr>(exec::kProgramRanks).asArrayRef()) {
+      if (binaryOfRank.size() <= static_cast<size_t>(rank))
+        binaryOfRank.resize(rank + 1);
+      binaryOfRank[rank] = "rank" + std::to_string(rank);
+      std::string link = join(outputDir, "bin/" + binaryOfRank[rank]);
+      llvm::sys::fs::remove(link);
+      if (std::error_code ec = llvm::sys::fs::create_link(name, link))
+        return reportError(link + ": cannot link: " + ec.message());
+      ranks.push_back({{"rank", rank},
+                       {"coordinates", mesh.coordinates(rank)},
+                       {"program", name},
+                       {"arena_bytes", arena},
+                       {"comm_bytes", exec::commBytesOfRank(program, mesh, rank)}});
+    }
+    program.walk([&](Operation *op) {
+      auto layoutText = [](sbp::NdSbpAttr layout) { return sbprt::toString(layout.toLayout()); };
+      auto dtype = [](Type type) {
+        return cast<RankedTensorType>(type).getElementType().isF32() ? "float32" : "int64";
+      };
+      if (auto load = dyn_cast<exec::LoadOp>(op))
+        manifestInputs.push_back({{"kind", load.getKind().str()},
+                                  {"name", load.getName().str()},
+                                  {"dtype", dtype(load.getType())},
+                                  {"shape", load.getGlobalShape()},
+                                  {"layout", layoutText(load.getLayout())}});
+      else if (auto store = dyn_cast<exec::StoreOp>(op))
+        manifestOutputs.push_back({{"name", store.getName().str()},
+                                   {"dtype", dtype(store.getValue().getType())},
+                                   {"shape", store.getGlobalShape()},
+                                   {"layout", layoutText(store.getLayout())}});
+    });
+  }
+  if (binaryOfRank.size() != static_cast<size_t>(mesh.numDevices()) ||
+      llvm::any_of(binaryOfRank, [](const std::string &b) { return b.empty(); }))
+    return reportError("internal: the programs do not cover every rank of the mesh");
+
+  std::string script = join(outputDir, "launch.sh");
+  if (!writeText(script, launchScript(binaryOfRank), error))
+    return reportError(error);
+  llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
+                                            llvm::sys::fs::perms::owner_write |
+                                            llvm::sys::fs::perms::all_exe);
+  nlohmann::json manifest = {{"version", 1},
+                             {"target", "cpu"},
+                             {"mesh", {{"axes", mesh.axes}, {"shape", mesh.shape}}},
+                             {"ranks", mesh.numDevices()},
+                             {"inputs", manifestInputs},
+                             {"outputs", manifestOutputs}};
+  if (!writeText(join(outputDir, "program.json"), manifest.dump(2) + "\n", error))
+    return reportError(error);
+
+  report["target"] = "cpu";
+  report["ranks"] = ranks;
+  uint64_t arenaMax = 0;
+  for (const nlohmann::json &rank : ranks)
+    arenaMax = std::max(arenaMax, rank["arena_bytes"].get<uint64_t>());
+  report["totals"]["arena_bytes_per_rank"] = arenaMax;
+  return success();
+}

@@ -1,0 +1,191 @@
+// The exec dialect: registration and verifiers. Shapes are checked against
+// the module's sbp.mesh: a collective on an axis of p devices multiplies or
+// divides one dimension by p, a load's type is the block its layout gives.
+#include "dialects/Exec/IR/ExecOps.h"
+
+#include "dialects/Sbp/IR/SbpOps.h"
+#include "runtime/Tensor.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace sbpc::exec;
+using sbpc::sbp::parseNdSbp;
+using sbpc::sbp::printNdSbp;
+
+#include "dialects/Exec/IR/ExecDialect.cpp.inc"
+
+void ExecDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Exec/IR/ExecOps.cpp.inc"
+      >();
+}
+
+bool sbpc::exec::isProgram(Operation *fn) { return fn->hasAttr(kProgramRanks); }
+
+std::optional<sbprt::Sbp::Reduce> sbpc::exec::parseReduce(StringRef text) {
+  if (text == "sum")
+    return sbprt::Sbp::Reduce::Sum;
+  if (text == "max")
+    return sbprt::Sbp::Reduce::Max;
+  return std::nullopt;
+}
+
+StringRef sbpc::exec::reduceName(sbprt::Sbp::Reduce reduce) {
+  return reduce == sbprt::Sbp::Reduce::Sum ? "sum" : "max";
+}
+
+namespace {
+
+/// The mesh of the module `op` is in: its only sbp.mesh.
+FailureOr<sbprt::Mesh> meshOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  sbpc::sbp::MeshOp found;
+  if (module)
+    for (auto mesh : module.getOps<sbpc::sbp::MeshOp>()) {
+      if (found)
+        return op->emitOpError() << "needs exactly one sbp.mesh in its module";
+      found = mesh;
+    }
+  if (!found)
+    return op->emitOpError() << "needs an sbp.mesh in its module";
+  return found.toMesh();
+}
+
+/// The size of mesh axis `axis`; an error when there is no such axis.
+FailureOr<int64_t> axisSize(Operation *op, int64_t axis) {
+  FailureOr<sbprt::Mesh> mesh = meshOf(op);
+  if (failed(mesh))
+    return failure();
+  if (axis < 0 || axis >= static_cast<int64_t>(mesh->shape.size()))
+    return op->emitOpError() << "mesh axis " << axis << " does not exist (the mesh has "
+                             << mesh->shape.size() << ")";
+  return mesh->shape[axis];
+}
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+LogicalResult checkReduce(Operation *op, StringRef reduce) {
+  if (!parseReduce(reduce))
+    return op->emitOpError() << "reduction must be \"sum\" or \"max\", got \"" << reduce << "\"";
+  return success();
+}
+
+/// Whether `to` is `from` with dimension `dim` multiplied (`grows`) or
+/// divided by `p`; an error saying what differs otherwise.
+LogicalResult checkScaled(Operation *op, ArrayRef<int64_t> from, ArrayRef<int64_t> to,
+                          int64_t dim, int64_t p, bool grows, StringRef what) {
+  if (from.size() != to.size())
+    return op->emitOpError() << "result rank " << to.size() << " differs from input rank "
+                             << from.size();
+  if (dim < 0 || dim >= static_cast<int64_t>(from.size()))
+    return op->emitOpError() << what << " dimension " << dim << " is out of range for rank "
+                             << from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    int64_t expected = static_cast<int64_t>(d) != dim ? from[d]
+                       : grows                         ? from[d] * p
+                                                       : from[d] / p;
+    if (static_cast<int64_t>(d) == dim && !grows && from[d] % p != 0)
+      return op->emitOpError() << "dimension " << dim << " of size " << from[d]
+                               << " does not split into " << p << " parts";
+    if (to[d] != expected)
+      return op->emitOpError() << "result dimension " << d << " is " << to[d] << ", expected "
+                               << expected << " on a mesh axis of " << p << " devices";
+  }
+  return success();
+}
+
+/// The type of a shard: the block of `global` that `layout` gives a rank.
+LogicalResult checkShard(Operation *op, ArrayRef<int64_t> global, sbpc::sbp::NdSbpAttr layout,
+                         Type localType) {
+  FailureOr<sbprt::Mesh> mesh = meshOf(op);
+  if (failed(mesh))
+    return failure();
+  auto type = cast<RankedTensorType>(localType);
+  std::vector<int64_t> shape(global.begin(), global.end());
+  std::string problem = sbprt::checkLayout(*mesh, layout.toLayout(), shape,
+                                           isa<FloatType>(type.getElementType()));
+  if (!problem.empty())
+    return op->emitOpError() << "layout " << sbprt::toString(layout.toLayout()) << ": "
+                             << problem;
+  std::vector<int64_t> local = sbprt::blockOf(*mesh, layout.toLayout(), shape, 0).sizes;
+  if (ArrayRef<int64_t>(local) != type.getShape())
+    return op->emitOpError() << "local type " << localType << " is not the shard "
+                             << sbprt::shapeToString(local) << " of global shape "
+                             << sbprt::shapeToString(shape) << " under "
+                             << sbprt::toString(layout.toLayout());
+  return success();
+}
+
+} // namespace
+
+LogicalResult LoadOp::verify() {
+  if (getKind() != "param" && getKind() != "input")
+    return emitOpError() << "kind must be \"param\" or \"input\", got \"" << getKind() << "\"";
+  if (auto stored = getStoredShape())
+    if (sbprt::numElements({stored->begin(), stored->end()}) !=
+        sbprt::numElements({getGlobalShape().begin(), getGlobalShape().end()}))
+      return emitOpError() << "stored shape " << sbprt::shapeToString({stored->begin(), stored->end()})
+                           << " does not hold as many elements as the global shape";
+  return checkShard(*this, getGlobalShape(), getLayout(), getType());
+}
+
+LogicalResult StoreOp::verify() {
+  return checkShard(*this, getGlobalShape(), getLayout(), getValue().getType());
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(axisSize(*this, getAxis())))
+    return failure();
+  return checkReduce(*this, getReduce());
+}
+
+LogicalResult AllGatherOp::verify() {
+  FailureOr<int64_t> p = axisSize(*this, getAxis());
+  return failure(failed(p) || failed(checkScaled(*this, shapeOf(getInput()), shapeOf(getResult()),
+                                                 getDim(), *p, true, "gathered")));
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  FailureOr<int64_t> p = axisSize(*this, getAxis());
+  if (failed(p) || failed(checkReduce(*this, getReduce())))
+    return failure();
+  return checkScaled(*this, shapeOf(getInput()), shapeOf(getResult()), getDim(), *p, false,
+                     "scattered");
+}
+
+LogicalResult AllToAllOp::verify() {
+  FailureOr<int64_t> p = axisSize(*this, getAxis());
+  if (failed(p))
+    return failure();
+  if (getSplitDim() == getConcatDim())
+    return emitOpError() << "split and concat dimensions must differ";
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  int64_t concat = static_cast<int64_t>(getConcatDim());
+  if (concat < 0 || concat >= static_cast<int64_t>(in.size()))
+    return emitOpError() << "concat dimension " << concat << " is out of range for rank "
+                         << in.size();
+  SmallVector<int64_t> grown(in);
+  grown[concat] *= *p;
+  return checkScaled(*this, grown, shapeOf(getResult()), getSplitDim(), *p, false, "split");
+}
+
+LogicalResult LocalSliceOp::verify() {
+  FailureOr<int64_t> p = axisSize(*this, getAxis());
+  return failure(failed(p) || failed(checkScaled(*this, shapeOf(getInput()), shapeOf(getResult()),
+                                                 getDim(), *p, false, "sliced")));
+}
+
+LogicalResult ZeroPadOp::verify() {
+  FailureOr<int64_t> p = axisSize(*this, getAxis());
+  if (failed(p) || failed(checkReduce(*this, getReduce())))
+    return failure();
+  return checkScaled(*this, shapeOf(getInput()), shapeOf(getResult()), getDim(), *p, true,
+                     "padded");
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Exec/IR/ExecOps.cpp.inc"

@@ -1,0 +1,198 @@
+//===- ExecOps.td - the exec dialect -----------------------*- tablegen -*-===//
+//
+// One rank's program: loading its shards, collectives on mesh-axis groups,
+// rank-dependent local changes of layout, and storing its outputs. The
+// computation between them is graph-dialect ops on local shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SBPC_EXEC_OPS
+#define SBPC_EXEC_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "dialects/Sbp/IR/SbpAttrs.td"
+
+def Exec_Dialect : Dialect {
+  let name = "exec";
+  let cppNamespace = "::sbpc::exec";
+  let summary = "one rank's program: shards, collectives, static memory";
+  let description = [{
+    `--sbp-spmdize` turns a laid-out global function into an exec program: a
+    function without arguments or results, run by every rank listed in its
+    `exec.ranks` attribute. Its values are the rank's local tensors. It loads
+    the rank's shards of the parameters and inputs (`exec.load`), computes
+    with graph ops on local shapes, changes layouts with collectives on the
+    groups of one mesh axis (`exec.all_reduce`, `exec.all_gather`,
+    `exec.reduce_scatter`, `exec.all_to_all`, `exec.broadcast`) or with local
+    rank-dependent ops (`exec.local_slice`, `exec.zero_pad`,
+    `exec.keep_one`), exchanges tensors point to point between pipeline
+    stages (`exec.send`, `exec.recv`), and writes its shards of the outputs
+    (`exec.store`).
+
+    Nothing in a program depends on which rank runs it except through the
+    rank's mesh coordinates, read at run time: every rank with the same role
+    runs the same program. `--exec-plan-memory` gives every value an offset
+    in one arena per rank (`exec.offsets`, `exec.scratch_offset`) and the
+    program its size (`exec.arena_bytes`).
+  }];
+}
+
+class Exec_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Exec_Dialect, mnemonic, traits>;
+
+def Exec_AnyTensor : StaticShapeTensorOf<[F32, I64]>;
+def Exec_F32Tensor : StaticShapeTensorOf<[F32]>;
+
+
+//===----------------------------------------------------------------------===//
+// Shards in and out
+//===----------------------------------------------------------------------===//
+
+def Exec_LoadOp : Exec_Op<"load"> {
+  let summary = "reads this rank's shard of a parameter or input";
+  let description = [{
+    `kind` is `param` (a tensor of the `.safetensors` file) or `input` (a
+    `.npy` file). The rank reads only the block its layout gives it
+    (sbprt::blockOf with the rank's coordinates) of the tensor of
+    `global_shape`; for a partial layout the rank at coordinate 0 of every
+    partial axis holds the value and the others the reduction's identity.
+    `stored_shape`, when present, is the shape in the file (the same
+    elements in row-major order, e.g. GPT-2's fused `c_attn` weight).
+
+    ```mlir
+    %w = exec.load param "h.0.mlp.c_fc.weight" global [64, 256] [B, S(1)]
+        : tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, StrAttr:$name, DenseI64ArrayAttr:$global_shape,
+                       Sbp_NdSbpAttr:$layout, OptionalAttr<DenseI64ArrayAttr>:$stored_shape);
+  let results = (outs Exec_AnyTensor:$result);
+  let assemblyFormat = [{
+    $kind $name `global` $global_shape custom<NdSbp>($layout) attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_StoreOp : Exec_Op<"store"> {
+  let summary = "writes this rank's shard of an output";
+  let description = [{
+    The driver assembles the global output from every rank's shard and its
+    layout (splits concatenated, partials reduced, replicas taken once).
+
+    ```mlir
+    exec.store %y "logits" global [4, 16, 128] [S(0), B] : tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins Exec_AnyTensor:$value, StrAttr:$name, DenseI64ArrayAttr:$global_shape,
+                       Sbp_NdSbpAttr:$layout);
+  let assemblyFormat = [{
+    $value $name `global` $global_shape custom<NdSbp>($layout) attr-dict `:` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives on the group of one mesh axis
+//===----------------------------------------------------------------------===//
+
+def Exec_AllReduceOp : Exec_Op<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "P -> B on one mesh axis: every rank gets the group's reduction";
+  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, StrAttr:$reduce);
+  let results = (outs Exec_F32Tensor:$result);
+  let assemblyFormat = "$input `axis` $axis $reduce attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Exec_AllGatherOp : Exec_Op<"all_gather"> {
+  let summary = "S(dim) -> B on one mesh axis: the group's blocks concatenated";
+  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$dim);
+  let results = (outs Exec_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_ReduceScatterOp : Exec_Op<"reduce_scatter"> {
+  let summary = "P -> S(dim) on one mesh axis: this rank's block of the reduction";
+  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+                       StrAttr:$reduce);
+  let results = (outs Exec_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis `dim` $dim $reduce attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_AllToAllOp : Exec_Op<"all_to_all"> {
+  let summary = "S(concat_dim) -> S(split_dim) on one mesh axis";
+  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let results = (outs Exec_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis `split` $split_dim `concat` $concat_dim attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_BroadcastOp : Exec_Op<"broadcast", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "every rank of the group gets the tensor of the rank at coordinate `root`";
+  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$root);
+  let results = (outs Exec_AnyTensor:$result);
+  let assemblyFormat = "$input `axis` $axis `root` $root attr-dict `:` type($input)";
+}
+
+def Exec_SendOp : Exec_Op<"send"> {
+  let summary = "sends a tensor to rank `peer` (pipeline stage boundaries)";
+  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input `to` $peer `tag` $tag attr-dict `:` type($input)";
+}
+
+def Exec_RecvOp : Exec_Op<"recv"> {
+  let summary = "receives a tensor from rank `peer`";
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let results = (outs Exec_AnyTensor:$result);
+  let assemblyFormat = "`from` $peer `tag` $tag attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Local changes of layout (no communication, depend on the coordinate)
+//===----------------------------------------------------------------------===//
+
+def Exec_LocalSliceOp : Exec_Op<"local_slice"> {
+  let summary = "B -> S(dim) on one mesh axis: keeps the block at this rank's coordinate";
+  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$dim);
+  let results = (outs Exec_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_ZeroPadOp : Exec_Op<"zero_pad"> {
+  let summary = "S(dim) -> P on one mesh axis: this rank's block in a tensor of the identity";
+  let description = [{
+    The result has dimension `dim` as many times larger as the axis has
+    devices; the input lands at this rank's coordinate and the rest holds
+    the identity of `reduce` (0 for sum, -inf for max).
+  }];
+  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+                       StrAttr:$reduce);
+  let results = (outs Exec_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis `dim` $dim $reduce attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_KeepOneOp : Exec_Op<"keep_one", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "B -> P(sum) on one mesh axis: the rank at coordinate 0 keeps the value, the others hold zeros";
+  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis);
+  let results = (outs Exec_F32Tensor:$result);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input)";
+}
+
+#endif // SBPC_EXEC_OPS

@@ -1,0 +1,337 @@
+// The communicator of the CPU rank executables: ring collectives over MPI
+// point-to-point messages, one MPI communicator per mesh axis.
+//
+// Each collective on a group of p ranks is a ring (or, for a broadcast, a
+// chain) of p - 1 steps in which every rank sends to its successor and
+// receives from its predecessor, so the bytes a rank sends are fixed by the
+// shapes alone (ringBytesSent in Ring.cpp) and the reduction order is fixed
+// too: the same inputs give bit-identical outputs on every run. MPI
+// collectives are not used for data: their algorithms, and so their bytes
+// and summation orders, are the library's choice.
+#include "runtime/comm/Communicator.h"
+
+// The C API only: OpenMPI's mpi.h would otherwise declare the C++ bindings,
+// which MPI::MPI_C does not link.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace sbprt::comm {
+namespace {
+
+/// The largest message sent at once: MPI counts are ints, so longer buffers
+/// go out as several messages.
+constexpr size_t kMaxMessageBytes = size_t(1) << 30;
+static_assert(kMaxMessageBytes <= INT_MAX);
+
+/// Collectives have the axis communicators to themselves: one tag serves.
+constexpr int kCollectiveTag = 0;
+
+size_t piecesOf(size_t bytes) { return (bytes + kMaxMessageBytes - 1) / kMaxMessageBytes; }
+
+/// Where all-reduce chunk `index` of `parts` starts in `n` elements (as in
+/// Ring.cpp): floor(index * n / parts), so uneven n and n < parts work.
+int64_t chunkBegin(int64_t n, int64_t index, int64_t parts) {
+  return index * (n / parts) + index * (n % parts) / parts;
+}
+
+/// acc[i] = acc[i] (op) x[i].
+void combine(float *acc, const float *x, int64_t n, Reduce op) {
+  if (op == Reduce::Sum)
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] += x[i];
+  else
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] = std::max(acc[i], x[i]);
+}
+
+/// Block `index` of `parts` equal blocks along `dim` of a row-major tensor:
+/// `rows` runs of `run` bytes, `stride` bytes apart, the first at `offset`.
+struct BlockRuns {
+  int64_t rows;
+  size_t run, stride, offset;
+};
+
+BlockRuns blockRuns(const std::vector<int64_t> &shape, size_t elementBytes, int64_t dim,
+                    int64_t parts, int64_t index) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  size_t run = static_cast<size_t>(shape[dim] / parts * inner) * elementBytes;
+  return {outer, run, run * parts, run * index};
+}
+
+/// Copies `rows` runs of `run` bytes from `src` to `dst`, each side with its
+/// own stride: packs a block (dst contiguous) or unpacks one (src contiguous).
+void copyRuns(const char *src, size_t srcStride, char *dst, size_t dstStride, int64_t rows,
+              size_t run) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * dstStride, src + r * srcStride, run);
+}
+
+/// Copies block `index` of `parts` along `dim` of `whole` into `block`.
+void packBlock(const void *whole, const std::vector<int64_t> &shape, size_t elementBytes,
+               int64_t dim, int64_t parts, int64_t index, void *block) {
+  BlockRuns b = blockRuns(shape, elementBytes, dim, parts, index);
+  copyRuns(static_cast<const char *>(whole) + b.offset, b.stride, static_cast<char *>(block), b.run,
+           b.rows, b.run);
+}
+
+/// Copies `block` into block `index` of `parts` along `dim` of `whole`.
+void unpackBlock(const void *block, const std::vector<int64_t> &shape, size_t elementBytes,
+                 int64_t dim, int64_t parts, int64_t index, void *whole) {
+  BlockRuns b = blockRuns(shape, elementBytes, dim, parts, index);
+  copyRuns(static_cast<const char *>(block), b.run, static_cast<char *>(whole) + b.offset, b.stride,
+           b.rows, b.run);
+}
+
+/// This rank's place in the group of one mesh axis.
+struct Ring {
+  MPI_Comm comm;
+  int64_t p, position;
+  /// The group rank `offset` places further along the ring.
+  int at(int64_t offset) const { return static_cast<int>(((position + offset) % p + p) % p); }
+};
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(const Mesh &mesh, int64_t rank, int64_t size, std::vector<MPI_Comm> axisComms)
+      : Communicator(mesh), rank_(rank), size_(size), coordinates_(mesh.coordinates(rank)),
+        axisComms_(std::move(axisComms)) {}
+
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      for (MPI_Comm &comm : axisComms_)
+        MPI_Comm_free(&comm);
+  }
+
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return size_; }
+
+  void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *scratch) override;
+  void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
+                 void *scratch) override;
+  void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
+                     float *out, void *scratch) override;
+  void allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
+                int64_t concatDim, void *out, void *scratch) override;
+  void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *scratch) override;
+
+  void send(int64_t peer, const void *data, size_t bytes, int tag) override {
+    exchange(MPI_COMM_WORLD, tag, static_cast<int>(peer), data, bytes, MPI_PROC_NULL, nullptr, 0);
+  }
+  void recv(int64_t peer, void *data, size_t bytes, int tag) override {
+    exchange(MPI_COMM_WORLD, tag, MPI_PROC_NULL, nullptr, 0, static_cast<int>(peer), data, bytes);
+  }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+private:
+  Ring ringOf(size_t axis) const {
+    return {axisComms_[axis], mesh_.shape[axis], coordinates_[axis]};
+  }
+
+  /// Sends `sendBytes` to `dest` while receiving `recvBytes` from `source`
+  /// (either side may be empty), in pieces of at most kMaxMessageBytes: piece
+  /// i of both sides goes in one step, so a ring of exchanges cannot
+  /// deadlock. Errors abort the job (MPI_ERRORS_ARE_FATAL, MPI's default).
+  void exchange(MPI_Comm comm, int tag, int dest, const void *sendData, size_t sendBytes,
+                int source, void *recvData, size_t recvBytes) {
+    const char *outgoing = static_cast<const char *>(sendData);
+    char *incoming = static_cast<char *>(recvData);
+    size_t pieces = std::max(piecesOf(sendBytes), piecesOf(recvBytes));
+    for (size_t i = 0; i < pieces; ++i) {
+      size_t offset = i * kMaxMessageBytes;
+      auto countAt = [&](size_t total) {
+        return static_cast<int>(offset < total ? std::min(kMaxMessageBytes, total - offset) : 0);
+      };
+      int sendCount = countAt(sendBytes), recvCount = countAt(recvBytes);
+      if (sendCount && recvCount)
+        MPI_Sendrecv(outgoing + offset, sendCount, MPI_BYTE, dest, tag, incoming + offset,
+                     recvCount, MPI_BYTE, source, tag, comm, MPI_STATUS_IGNORE);
+      else if (sendCount)
+        MPI_Send(outgoing + offset, sendCount, MPI_BYTE, dest, tag, comm);
+      else
+        MPI_Recv(incoming + offset, recvCount, MPI_BYTE, source, tag, comm, MPI_STATUS_IGNORE);
+    }
+    bytesSent_ += sendBytes;
+  }
+
+  /// One step of a ring: send to the successor, receive from the predecessor.
+  void ringStep(const Ring &ring, const void *sendData, size_t sendBytes, void *recvData,
+                size_t recvBytes) {
+    exchange(ring.comm, kCollectiveTag, ring.at(1), sendData, sendBytes, ring.at(-1), recvData,
+             recvBytes);
+  }
+
+  int64_t rank_, size_;
+  std::vector<int64_t> coordinates_;
+  std::vector<MPI_Comm> axisComms_;
+};
+
+// Ring all-reduce on p chunks of the flat array: a reduce-scatter, after
+// which this rank holds chunk (position + 1) reduced over the group, then an
+// all-gather of the reduced chunks. Each rank sends about 2 (p - 1) / p of
+// the array, in 2 (p - 1) steps.
+void MpiCommunicator::allReduce(size_t axis, float *data, const Local &in, Reduce op,
+                                void *scratch) {
+  const Ring ring = ringOf(axis);
+  if (ring.p == 1)
+    return;
+  int64_t n = in.elements(), p = ring.p;
+  auto begin = [&](int64_t offset) { return chunkBegin(n, ring.at(offset), p); };
+  auto bytes = [&](int64_t offset) {
+    return static_cast<size_t>(chunkBegin(n, ring.at(offset) + 1, p) - begin(offset)) *
+           sizeof(float);
+  };
+  float *received = static_cast<float *>(scratch);
+  // After step s, chunk (position - s - 1) here is reduced over s + 2 ranks.
+  for (int64_t s = 0; s + 1 < p; ++s) {
+    ringStep(ring, data + begin(-s), bytes(-s), received, bytes(-s - 1));
+    combine(data + begin(-s - 1), received, bytes(-s - 1) / sizeof(float), op);
+  }
+  for (int64_t s = 0; s + 1 < p; ++s)
+    ringStep(ring, data + begin(1 - s), bytes(1 - s), data + begin(-s), bytes(-s));
+}
+
+// Ring all-gather of whole inputs: block c of the result comes from the rank
+// at coordinate c. Along dim 0 (or any dim with only 1s before it) the blocks
+// are the result; otherwise they are gathered in the scratch and interleaved.
+void MpiCommunicator::allGather(size_t axis, const void *in, const Local &inShape, int64_t dim,
+                                void *out, void *scratch) {
+  const Ring ring = ringOf(axis);
+  size_t bytes = inShape.bytes();
+  if (ring.p == 1) {
+    std::memcpy(out, in, bytes);
+    return;
+  }
+  bool interleave = blockRuns(inShape.shape, inShape.elementBytes, dim, 1, 0).rows > 1;
+  char *blocks = static_cast<char *>(interleave ? scratch : out);
+  std::memcpy(blocks + ring.position * bytes, in, bytes);
+  for (int64_t s = 0; s + 1 < ring.p; ++s)
+    ringStep(ring, blocks + ring.at(-s) * bytes, bytes, blocks + ring.at(-s - 1) * bytes, bytes);
+  if (!interleave)
+    return;
+  std::vector<int64_t> outShape = inShape.shape;
+  outShape[dim] *= ring.p;
+  for (int64_t c = 0; c < ring.p; ++c)
+    unpackBlock(blocks + c * bytes, outShape, inShape.elementBytes, dim, ring.p, c, out);
+}
+
+// Ring reduce-scatter over the input packed as p contiguous blocks: at step
+// s this rank passes on block (position - s - 1), reduced over s + 1 ranks,
+// and adds its own part to block (position - s - 2) as it arrives; block
+// `position` arrives last, in `out`.
+void MpiCommunicator::reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim,
+                                    Reduce op, float *out, void *scratch) {
+  const Ring ring = ringOf(axis);
+  int64_t p = ring.p, m = inShape.elements() / p;
+  if (p == 1) {
+    std::memcpy(out, in, inShape.bytes());
+    return;
+  }
+  float *blocks = static_cast<float *>(scratch);
+  for (int64_t c = 0; c < p; ++c)
+    packBlock(in, inShape.shape, sizeof(float), dim, p, c, blocks + c * m);
+  size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  for (int64_t s = 0; s + 1 < p; ++s) {
+    float *arrived = blocks + ring.at(-s - 2) * m;
+    ringStep(ring, blocks + ring.at(-s - 1) * m, bytes, out, bytes);
+    if (s + 2 < p)
+      combine(arrived, out, m, op);
+    else
+      combine(out, arrived, m, op);
+  }
+}
+
+// Pairwise exchange: at step s = 1 .. p-1 this rank sends its block for
+// coordinate (position + s) and receives the block from (position - s) in
+// the slot of its own block, which went straight to `out` first.
+void MpiCommunicator::allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
+                               int64_t concatDim, void *out, void *scratch) {
+  const Ring ring = ringOf(axis);
+  size_t bytes = inShape.bytes();
+  if (ring.p == 1) {
+    std::memcpy(out, in, bytes);
+    return;
+  }
+  int64_t p = ring.p;
+  size_t blockBytes = bytes / p, elementBytes = inShape.elementBytes;
+  std::vector<int64_t> outShape = inShape.shape;
+  outShape[splitDim] /= p;
+  outShape[concatDim] *= p;
+  char *blocks = static_cast<char *>(scratch);
+  for (int64_t c = 0; c < p; ++c)
+    packBlock(in, inShape.shape, elementBytes, splitDim, p, c, blocks + c * blockBytes);
+  char *received = blocks + ring.position * blockBytes;
+  unpackBlock(received, outShape, elementBytes, concatDim, p, ring.position, out);
+  for (int64_t s = 1; s < p; ++s) {
+    exchange(ring.comm, kCollectiveTag, ring.at(s), blocks + ring.at(s) * blockBytes, blockBytes,
+             ring.at(-s), received, blockBytes);
+    unpackBlock(received, outShape, elementBytes, concatDim, p, ring.at(-s), out);
+  }
+}
+
+// A chain from the root along the ring: each rank receives the whole buffer
+// from its predecessor, then forwards it, except the last.
+void MpiCommunicator::broadcast(size_t axis, void *data, const Local &in, int64_t root,
+                                void *scratch) {
+  const Ring ring = ringOf(axis);
+  int64_t link = ((ring.position - root) % ring.p + ring.p) % ring.p;
+  if (link > 0)
+    ringStep(ring, nullptr, 0, data, in.bytes());
+  if (link + 1 < ring.p)
+    ringStep(ring, data, in.bytes(), nullptr, 0);
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv, const Mesh &mesh,
+                                                    std::string &error) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    MPI_Init(argc, argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != mesh.numDevices()) {
+    error = "the job has " + std::to_string(size) + " ranks but the mesh needs " +
+            std::to_string(mesh.numDevices());
+    return nullptr;
+  }
+  // The ranks that share every other coordinate form an axis's group; keyed
+  // by the axis coordinate, their ranks in it are their coordinates.
+  std::vector<int64_t> coords = mesh.coordinates(rank);
+  std::vector<MPI_Comm> axisComms(mesh.shape.size());
+  for (size_t axis = 0; axis < mesh.shape.size(); ++axis) {
+    std::vector<int64_t> groupKey = coords;
+    groupKey[axis] = 0;
+    MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(mesh.rankOf(groupKey)),
+                   static_cast<int>(coords[axis]), &axisComms[axis]);
+  }
+  return std::make_unique<MpiCommunicator>(mesh, rank, size, std::move(axisComms));
+}
+
+void finalizeMpi() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Finalize();
+}
+
+} // namespace sbprt::comm

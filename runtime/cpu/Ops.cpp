@@ -1,0 +1,59 @@
+// The graph ops on CPU: shapes to kernel arguments.
+#include "runtime/cpu/Ops.h"
+
+#include "runtime/Tensor.h"
+
+namespace sbprt::cpu {
+
+void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,
+              const Shape &cShape, bool transposeA, bool transposeB) {
+  size_t r = cShape.size();
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < r; ++d)
+    batch *= cShape[d];
+  int64_t k = aShape[r - (transposeA ? 2 : 1)];
+  matmul(a, b, c, batch, cShape[r - 2], cShape[r - 1], k, transposeA, transposeB,
+         /*sharedB=*/bShape.size() == 2);
+}
+
+void layerNormOp(const float *x, const float *scale, const float *bias, float *y,
+                 const Shape &shape, float eps) {
+  int64_t width = shape.back();
+  layerNorm(x, scale, bias, y, numElements(shape) / width, width, eps);
+}
+
+void layerNormGradOp(const float *x, const float *scale, const float *dy, float *dx,
+                     float *dscale, float *dbias, const Shape &shape, float eps) {
+  int64_t width = shape.back();
+  layerNormGrad(x, scale, dy, dx, dscale, dbias, numElements(shape) / width, width, eps);
+}
+
+void causalMaskOp(const float *x, float *y, const Shape &shape, float fill) {
+  int64_t n = shape.back();
+  causalMask(x, y, numElements(shape) / (n * n), n, fill);
+}
+
+bool embeddingOp(const float *table, const Shape &tableShape, const int64_t *indices,
+                 int64_t count, float *out, std::string &error) {
+  return embedding(table, tableShape[0], tableShape[1], indices, count, out, error);
+}
+
+bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,
+                     const Shape &tableShape, float *table, std::string &error) {
+  return embeddingGrad(indices, count, dy, tableShape[1], table, tableShape[0], error);
+}
+
+bool crossEntropyOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
+                    float *loss, std::string &error) {
+  int64_t classes = logitsShape.back();
+  return crossEntropy(logits, targets, numElements(logitsShape) / classes, classes, loss, error);
+}
+
+bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
+                        const float *lossGrad, float *dlogits, std::string &error) {
+  int64_t classes = logitsShape.back();
+  return crossEntropyGrad(logits, targets, *lossGrad, numElements(logitsShape) / classes, classes,
+                          dlogits, error);
+}
+
+} // namespace sbprt::cpu

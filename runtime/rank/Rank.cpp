@@ -1,0 +1,259 @@
+// The rank driver: command line, arena, shards in and out, clean failure.
+#include "runtime/rank/Rank.h"
+
+#include "runtime/io/Npy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <unistd.h>
+
+namespace sbprt::rank {
+
+namespace {
+
+/// What a crash reports: kept in static storage, written by the handler
+/// with write(2) only.
+char crashPrefix[64] = "rank ? failed in ";
+char currentOp[512] = "startup";
+
+void onCrash(int signal) {
+  const char *name = signal == SIGSEGV   ? "segmentation fault"
+                     : signal == SIGBUS  ? "bus error"
+                     : signal == SIGFPE  ? "arithmetic exception"
+                     : signal == SIGILL  ? "illegal instruction"
+                                         : "abort";
+  auto put = [](const char *text) {
+    ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+    (void)ignored;
+  };
+  put(crashPrefix);
+  put(currentOp);
+  put(": crashed (");
+  put(name);
+  put(")\n");
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+/// The block `dim` of a row-major tensor of `shape` is split into `parts`
+/// along: [outer, parts * inner] rows and the inner bytes of one part.
+struct Segments {
+  int64_t outer = 1;
+  size_t partBytes = 0;
+};
+Segments segmentsOf(const std::vector<int64_t> &partShape, int64_t dim, size_t elementBytes) {
+  Segments s;
+  int64_t inner = 1;
+  for (size_t d = 0; d < partShape.size(); ++d)
+    if (static_cast<int64_t>(d) < dim)
+      s.outer *= partShape[d];
+    else
+      inner *= partShape[d];
+  s.partBytes = static_cast<size_t>(inner) * elementBytes;
+  return s;
+}
+
+} // namespace
+
+Rank::Rank(int argc, char **argv, const ProgramInfo &info)
+    : info_(info), start_(std::chrono::steady_clock::now()) {
+  std::string error;
+  comm_ = comm::createMpiCommunicator(&argc, &argv, info.mesh, error);
+  if (!comm_) {
+    std::cerr << "rank ? failed in startup: " << error << std::endl;
+    comm::finalizeMpi();
+    std::exit(1);
+  }
+  rank_ = comm_->rank();
+  std::snprintf(crashPrefix, sizeof crashPrefix, "rank %lld failed in ",
+                static_cast<long long>(rank_));
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    std::signal(sig, onCrash);
+  op("reading the command line");
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc)
+      fail("option " + flag + " needs a value");
+    std::string value = argv[++i];
+    if (flag == "--params") {
+      paramsPath_ = value;
+    } else if (flag == "--output-dir") {
+      outputDir_ = value;
+    } else if (flag == "--input") {
+      size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0)
+        fail("--input expects NAME=FILE.npy, got '" + value + "'");
+      inputs_[value.substr(0, eq)] = value.substr(eq + 1);
+    } else if (flag == "--memory-limit") {
+      char *end = nullptr;
+      memoryLimit_ = std::strtoull(value.c_str(), &end, 10);
+      if (!end || *end)
+        fail("--memory-limit expects a number of bytes, got '" + value + "'");
+    } else {
+      fail("unknown option '" + flag + "'");
+    }
+  }
+  if (outputDir_.empty())
+    fail("--output-dir is required");
+  std::error_code ec;
+  std::filesystem::create_directories(outputDir_ + "/.shards", ec);
+  if (ec)
+    fail(outputDir_ + "/.shards: cannot create: " + ec.message());
+  op("allocating the arena");
+  if (memoryLimit_ && info.arenaBytes > memoryLimit_)
+    fail("out of memory: the arena needs " + std::to_string(info.arenaBytes) +
+         " bytes, more than the limit of " + std::to_string(memoryLimit_));
+  uint64_t rounded = (info.arenaBytes + 63) / 64 * 64;
+  arena_ = static_cast<unsigned char *>(std::aligned_alloc(64, rounded ? rounded : 64));
+  if (!arena_)
+    fail("out of memory: cannot allocate the arena of " + std::to_string(info.arenaBytes) +
+         " bytes");
+}
+
+Rank::~Rank() { std::free(arena_); }
+
+void Rank::op(const char *description) {
+  std::strncpy(currentOp, description, sizeof currentOp - 1);
+  currentOp[sizeof currentOp - 1] = '\0';
+}
+
+void Rank::fail(const std::string &message) {
+  std::cerr << "rank " << rank_ << " failed in " << currentOp << ": " << message << std::endl;
+  if (comm_)
+    comm_->abort(1);
+  std::exit(1);
+}
+
+void *Rank::reserve(uint64_t offset, uint64_t bytes) {
+  if (offset + bytes > info_.arenaBytes)
+    fail("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+         ") are outside the planned arena of " + std::to_string(info_.arenaBytes));
+  arenaPeak_ = std::max(arenaPeak_, offset + bytes);
+  return arena_ + offset;
+}
+
+void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
+                const std::vector<int64_t> &stored, const NdSbp &layout, void *dst) {
+  Block block = blockOf(info_.mesh, layout, global, rank_);
+  size_t bytes = static_cast<size_t>(numElements(block.sizes)) * dtypeSize(dtype);
+  // A partial sum is held by coordinate 0 of its axes, zeros elsewhere; a
+  // partial max may be held by everyone.
+  for (size_t axis = 0; axis < layout.size(); ++axis)
+    if (layout[axis].isPartial() && layout[axis].reduce == Sbp::Reduce::Sum &&
+        comm_->coordinate(axis) != 0) {
+      std::memset(dst, 0, bytes);
+      return;
+    }
+  const std::vector<int64_t> &fileShape = stored.empty() ? global : stored;
+  std::string error;
+  Tensor shard;
+  std::string what = std::string(isParam ? "parameter '" : "input '") + name + "'";
+  if (isParam) {
+    if (paramsPath_.empty())
+      fail("the program needs parameters: pass --params FILE.safetensors");
+    if (!params_) {
+      params_ = io::SafetensorsFile::open(paramsPath_, error);
+      if (!params_)
+        fail(error);
+    }
+    const io::SafetensorsEntry *entry = params_->find(name);
+    if (!entry)
+      fail(paramsPath_ + ": has no " + what);
+    if (entry->dtype != dtype || entry->shape != fileShape)
+      fail(paramsPath_ + ": " + what + " is " + entry->dtypeName + " " +
+           shapeToString(entry->shape) + ", expected " + safetensorsName(dtype) + " " +
+           shapeToString(fileShape));
+    check(params_->readSlice(*entry, block.offsets, block.sizes, shard, error,
+                             stored.empty() ? nullptr : &global),
+          error);
+  } else {
+    auto file = inputs_.find(name);
+    if (file == inputs_.end())
+      fail("no file for " + what + ": pass --input " + std::string(name) + "=FILE.npy");
+    std::vector<int64_t> shape;
+    bool ok = io::readNpySlice(file->second, block.offsets, block.sizes, shard, shape, error);
+    if (!shape.empty() && shape != global)
+      fail(file->second + ": " + what + " has shape " + shapeToString(shape) + ", expected " +
+           shapeToString(global));
+    check(ok, error);
+    if (shard.dtype() != dtype)
+      fail(file->second + ": " + what + " has dtype " + dtypeName(shard.dtype()) +
+           ", expected " + dtypeName(dtype));
+  }
+  std::memcpy(dst, shard.data(), bytes);
+}
+
+void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
+                 const NdSbp &layout, const void *src) {
+  for (size_t axis = 0; axis < layout.size(); ++axis)
+    if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0)
+      return; // a replica that coordinate 0 of this axis writes
+  Block block = blockOf(info_.mesh, layout, global, rank_);
+  Tensor shard(dtype, block.sizes);
+  std::memcpy(shard.data(), src, shard.numBytes());
+  std::string error;
+  check(io::writeNpy(outputDir_ + "/.shards/" + name + ".rank" + std::to_string(rank_) + ".npy",
+                     shard, error),
+        error);
+}
+
+void Rank::localSlice(size_t axis, int64_t dim, const void *in,
+                      const std::vector<int64_t> &inShape, size_t elementBytes, void *out) {
+  int64_t p = info_.mesh.shape[axis], c = comm_->coordinate(axis);
+  std::vector<int64_t> part = inShape;
+  part[dim] /= p;
+  Segments s = segmentsOf(part, dim, elementBytes);
+  auto *src = static_cast<const unsigned char *>(in);
+  auto *dst = static_cast<unsigned char *>(out);
+  for (int64_t row = 0; row < s.outer; ++row)
+    std::memcpy(dst + row * s.partBytes, src + (row * p + c) * s.partBytes, s.partBytes);
+}
+
+void Rank::zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const float *in,
+                   const std::vector<int64_t> &inShape, float *out) {
+  int64_t p = info_.mesh.shape[axis], c = comm_->coordinate(axis);
+  float identity = reduce == Sbp::Reduce::Sum ? 0.0f : -std::numeric_limits<float>::infinity();
+  std::fill(out, out + numElements(inShape) * p, identity);
+  Segments s = segmentsOf(inShape, dim, sizeof(float));
+  auto *src = reinterpret_cast<const unsigned char *>(in);
+  auto *dst = reinterpret_cast<unsigned char *>(out);
+  for (int64_t row = 0; row < s.outer; ++row)
+    std::memcpy(dst + (row * p + c) * s.partBytes, src + row * s.partBytes, s.partBytes);
+}
+
+void Rank::keepOne(size_t axis, const float *in, int64_t elements, float *out) {
+  if (comm_->coordinate(axis) == 0)
+    std::memmove(out, in, elements * sizeof(float));
+  else
+    std::fill(out, out + elements, 0.0f);
+}
+
+int Rank::finish() {
+  op("finishing");
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  nlohmann::json stats = {{"rank", rank_},
+                          {"program", info_.name},
+                          {"comm_bytes", comm_->bytesSent()},
+                          {"arena_bytes", info_.arenaBytes},
+                          {"arena_peak_bytes", arenaPeak_},
+                          {"seconds", seconds}};
+  std::string path = outputDir_ + "/.shards/rank" + std::to_string(rank_) + ".json";
+  std::ofstream file(path);
+  file << stats.dump() << "\n";
+  if (!file)
+    fail(path + ": cannot write");
+  file.close();
+  comm_.reset();
+  comm::finalizeMpi();
+  return 0;
+}
+
+} // namespace sbprt::rank
