@@ -417,10 +417,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
                                          resultOffsets ? resultOffsets.asArrayRef()
                                                        : ArrayRef<int64_t>()))
     offsets[result] = offset;
-  line("r.op(" +
-       quoted(op->getName().getStringRef().str() + " at " +
-              sbpc::sbp::describeLocation(op->getLoc())) +
-       ");");
+  std::string what = op->getName().getStringRef().str();
+  if (auto load = dyn_cast<ex::LoadOp>(op))
+    what += std::string(load.getKind() == "param" ? " of parameter '" : " of input '") +
+            load.getName().str() + "'";
+  else if (auto store = dyn_cast<ex::StoreOp>(op))
+    what += " of output '" + store.getName().str() + "'";
+  line("r.op(" + quoted(what + " at " + sbpc::sbp::describeLocation(op->getLoc())) + ");");
   if (isa<ex::ExecDialect>(op->getDialect()))
     return emitExecOp(op);
   return emitGraphOp(op);

@@ -18,7 +18,7 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
     exactly that, once.
 
     ```mlir
-    %0 = exec.load input "x" global [8, 4] [S(0)] {exec.offsets = array<i64: 0>}
+    %0 = exec.load "input" "x" global [8, 4] [S(0)] {exec.offsets = array<i64: 0>}
         : tensor<4x4xf32>
     ```
   }];

@@ -124,8 +124,8 @@ def SbpSpmdize : Pass<"sbp-spmdize", "mlir::ModuleOp"> {
     run time, so one program serves every rank of a mesh.
 
     ```mlir
-    %0 = exec.load input "x" global [8, 4] [S(0)] : tensor<4x4xf32>
-    %1 = exec.load param "w" global [4, 4] [B] : tensor<4x4xf32>
+    %0 = exec.load "input" "x" global [8, 4] [S(0)] : tensor<4x4xf32>
+    %1 = exec.load "param" "w" global [4, 4] [B] : tensor<4x4xf32>
     %2 = graph.matmul %0, %1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
     exec.store %2 "y" global [8, 4] [S(0)] : tensor<4x4xf32>
     ```

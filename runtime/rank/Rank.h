@@ -94,6 +94,7 @@ private:
   std::map<std::string, std::string> inputs_;
   std::optional<io::SafetensorsFile> params_;
   uint64_t memoryLimit_ = 0;
+  int64_t crashRank_ = -1; // SBPRT_CRASH_RANK: fault injection for tests
   unsigned char *arena_ = nullptr;
   uint64_t arenaPeak_ = 0;
   std::chrono::steady_clock::time_point start_;

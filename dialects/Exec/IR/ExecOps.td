@@ -62,7 +62,7 @@ def Exec_LoadOp : Exec_Op<"load"> {
     elements in row-major order, e.g. GPT-2's fused `c_attn` weight).
 
     ```mlir
-    %w = exec.load param "h.0.mlp.c_fc.weight" global [64, 256] [B, S(1)]
+    %w = exec.load "param" "h.0.mlp.c_fc.weight" global [64, 256] [B, S(1)]
         : tensor<64x128xf32>
     ```
   }];

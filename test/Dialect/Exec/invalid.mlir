@@ -1,0 +1,79 @@
+// RUN: sbpc-opt %s --split-input-file --verify-diagnostics
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  // expected-error @+1 {{'exec.load' op local type 'tensor<8x6xf32>' is not the shard [4, 6] of global shape [8, 6] under [S(0)]}}
+  %w = exec.load "param" "w" global [8, 6] [S(0)] : tensor<8x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  // expected-error @+1 {{'exec.load' op kind must be "param" or "input", got "weight"}}
+  %w = exec.load "weight" "w" global [8, 6] [B] : tensor<8x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  // expected-error @+1 {{'exec.load' op layout [S(0)]: dimension 0 of size 3 is not divisible by mesh axis 'a' of size 2}}
+  %w = exec.load "input" "w" global [3, 6] [S(0)] : tensor<1x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.all_gather' op result dimension 0 is 4, expected 8 on a mesh axis of 2 devices}}
+  %g = exec.all_gather %x axis 0 dim 0 : tensor<4x6xf32> -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.all_reduce' op mesh axis 1 does not exist (the mesh has 1)}}
+  %r = exec.all_reduce %x axis 1 "sum" : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.reduce_scatter' op reduction must be "sum" or "max", got "mean"}}
+  %r = exec.reduce_scatter %x axis 0 dim 0 "mean" : tensor<4x6xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [4]
+func.func @p(%x: tensor<6x8xf32>) {
+  // expected-error @+1 {{'exec.local_slice' op dimension 0 of size 6 does not split into 4 parts}}
+  %r = exec.local_slice %x axis 0 dim 0 : tensor<6x8xf32> -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.all_to_all' op split and concat dimensions must differ}}
+  %r = exec.all_to_all %x axis 0 split 1 concat 1 : tensor<4x6xf32> -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.zero_pad' op needs an sbp.mesh in its module}}
+  %r = exec.zero_pad %x axis 0 dim 0 "sum" : tensor<4x6xf32> -> tensor<8x6xf32>
+  return
+}

@@ -1,0 +1,197 @@
+"""End-to-end check of distributed execution against the reference evaluator.
+
+For one model (the MLP or a 2-layer GPT, both with a loss), compiles it with
+`sbpc compile --target cpu` for every strategy on every mesh given, and for
+random legal layout seeds, runs the ranks with `sbpc run`, and checks:
+
+- every output equals the single-device reference (`sbpc run model.mlir`)
+  to --rtol relative error (max |a - b| / max |b|), on fresh random inputs;
+- the bytes each rank's communicator sent equal report.json's `ranks[].comm_bytes`
+  and, summed over ranks, the boxings' `bytes_per_rank` times the ranks;
+- each rank's measured arena peak equals its planned `arena_bytes`.
+
+A strategy that does not apply to a mesh (tp without a tp axis, dp-tp
+without dp and tp axes, exact on a graph too large for it) is reported as
+skipped with sbpc's reason. Prints one line per case and a summary; exits
+non-zero if any case fails.
+
+usage: spmd_suite.py --sbpc S --workdir W --model mlp|gpt
+           [--cases STRATEGY@MESH ...] [--random N --random-meshes MESH ...]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from npy_tools import random_gpt_params, write_safetensors  # noqa: E402
+
+GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=8, vocab=64)
+MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
+# Reasons sbpc gives when a strategy does not apply to a mesh.
+NOT_APPLICABLE = ("needs a 1-D mesh", "needs a 2-D mesh", "is not divisible",
+                  "exact search needs a table")
+
+
+def sbpc(args, *cmd):
+    return subprocess.run([args.sbpc, *cmd], capture_output=True, text=True)
+
+
+def arguments(model_path):
+    """(name, kind, shape, dtype) of every model argument, from the IR text."""
+    text = open(model_path).read()
+    found = re.findall(r"%arg\d+: tensor<([0-9x]+)x(f32|i64)> \{graph\.(param|input) = \"([^\"]+)\"",
+                       text)
+    return [(name, kind, [int(d) for d in dims.split("x")], dtype)
+            for dims, dtype, kind, name in found]
+
+
+def mesh_of(spec):
+    axes = [part.split("=") for part in spec.split(",")]
+    return [a for a, _ in axes], [int(s) for _, s in axes]
+
+
+def random_layout(rng, shape, sizes, is_float):
+    """A random legal nd-SBP for a tensor of `shape` on a mesh of `sizes`."""
+    layout, local = [], list(shape)
+    for p in sizes:
+        choices = ["B"]
+        choices += [f"S({d})" for d in range(len(shape)) if local[d] % p == 0]
+        if is_float:
+            choices.append("P(sum)")
+        pick = choices[rng.integers(len(choices))]
+        if pick.startswith("S("):
+            local[int(pick[2:-1])] //= p
+        layout.append(pick)
+    return "[" + ", ".join(layout) + "]"
+
+
+def check_case(args, work, name, compile_flags, inputs, reference, nranks):
+    out, res = os.path.join(work, name), os.path.join(work, name + "-res")
+    shutil.rmtree(out, ignore_errors=True)
+    compiled = sbpc(args, "compile", os.path.join(work, "model.mlir"), *compile_flags,
+                    "--target", "cpu", "-o", out)
+    if compiled.returncode != 0:
+        message = compiled.stderr.strip().splitlines()[-1] if compiled.stderr.strip() else "?"
+        if any(reason in message for reason in NOT_APPLICABLE):
+            return "skip", message
+        return "FAIL", "compile: " + message
+    ran = sbpc(args, "run", out, "--params", os.path.join(work, "params.safetensors"),
+               *inputs, "--output-dir", res)
+    if ran.returncode != 0:
+        return "FAIL", "run: " + ran.stderr.strip()
+    problems, worst = [], 0.0
+    for output, expected in reference.items():
+        actual = np.load(os.path.join(res, output + ".npy"))
+        if actual.shape != expected.shape:
+            problems.append(f"{output}: shape {actual.shape} != {expected.shape}")
+            continue
+        err = float(np.max(np.abs(actual - expected)) / max(np.max(np.abs(expected)), 1e-30))
+        worst = max(worst, err)
+        if not err <= args.rtol:
+            problems.append(f"{output}: relative error {err:.2e} > {args.rtol:g}")
+    report = json.load(open(os.path.join(out, "report.json")))
+    measured = json.load(open(os.path.join(res, "run.json")))["ranks"]
+    planned = {r["rank"]: r for r in report["ranks"]}
+    if len(measured) != nranks or len(planned) != nranks:
+        problems.append(f"{len(measured)} ranks measured, {len(planned)} planned, {nranks} expected")
+    for m in measured:
+        p = planned[m["rank"]]
+        if m["comm_bytes"] != p["comm_bytes"]:
+            problems.append(f"rank {m['rank']} sent {m['comm_bytes']} bytes, report says {p['comm_bytes']}")
+        if m["arena_peak_bytes"] != p["arena_bytes"]:
+            problems.append(f"rank {m['rank']} arena peak {m['arena_peak_bytes']}, planned {p['arena_bytes']}")
+    # The boxings' estimate rounds each boxing to whole bytes per rank.
+    total = sum(m["comm_bytes"] for m in measured)
+    estimate = report["totals"]["comm_bytes_per_rank"] * nranks
+    if abs(total - estimate) > len(report["boxings"]) * nranks:
+        problems.append(f"ranks sent {total} bytes in all, the boxings say {estimate:.0f}")
+    sent = max((m["comm_bytes"] for m in measured), default=0)
+    if problems:
+        return "FAIL", "; ".join(problems)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(res, ignore_errors=True)
+    return "ok", f"max rel err {worst:.1e}, {len(report['boxings'])} boxings, " \
+                 f"{sent} B sent per rank, arena {planned[0]['arena_bytes']} B"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sbpc", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--model", choices=["mlp", "gpt"], required=True)
+    ap.add_argument("--cases", nargs="*", default=[], help="STRATEGY@MESH")
+    ap.add_argument("--random", type=int, default=0, help="random layout seeds per mesh")
+    ap.add_argument("--random-meshes", nargs="*", default=[])
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else int(time.time() * 1000) % 2**31
+    print(f"spmd-suite: {args.model}, seed {seed}")
+    rng = np.random.default_rng(seed)
+    work = args.workdir
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    model = os.path.join(work, "model.mlir")
+    params = os.path.join(work, "params.safetensors")
+    spec = GPT if args.model == "gpt" else MLP
+    gen = sbpc(args, "gen", args.model, *[f"--{k}={v}" for k, v in spec.items()], "--loss",
+               "-o", model, *(["--params", params, "--seed", str(seed)] if args.model == "mlp" else []))
+    if gen.returncode != 0:
+        sys.exit("gen: " + gen.stderr)
+    if args.model == "gpt":
+        write_safetensors(params, random_gpt_params(spec["layers"], spec["hidden"], spec["vocab"],
+                                                    spec["seq"], seed))
+    # Fresh random inputs.
+    inputs = []
+    for name, kind, shape, dtype in arguments(model):
+        if kind != "input":
+            continue
+        path = os.path.join(work, name + ".npy")
+        if dtype == "i64":
+            high = spec["vocab"] if args.model == "gpt" else spec["outputs"]
+            np.save(path, rng.integers(0, high, size=shape).astype(np.int64))
+        else:
+            np.save(path, rng.standard_normal(shape).astype(np.float32))
+        inputs += ["--input", f"{name}={path}"]
+    ref = sbpc(args, "run", model, "--params", params, *inputs, "--output-dir",
+               os.path.join(work, "reference"))
+    if ref.returncode != 0:
+        sys.exit("reference: " + ref.stderr)
+    reference = {f[:-4]: np.load(os.path.join(work, "reference", f))
+                 for f in os.listdir(os.path.join(work, "reference")) if f.endswith(".npy")}
+
+    cases = []
+    for case in args.cases:
+        strategy, mesh = case.split("@")
+        cases.append((f"{strategy}-{mesh}", ["--mesh", mesh, "--strategy", strategy],
+                      mesh_of(mesh)))
+    for mesh in args.random_meshes:
+        axes, sizes = mesh_of(mesh)
+        for i in range(args.random):
+            seeds = []
+            for name, kind, shape, dtype in arguments(model):
+                seeds += ["--layout", f"{name}={random_layout(rng, shape, sizes, dtype == 'f32')}"]
+            cases.append((f"random{i}-{mesh}", ["--mesh", mesh, "--strategy", "propagate", *seeds],
+                          (axes, sizes)))
+    counts = {"ok": 0, "skip": 0, "FAIL": 0}
+    for name, flags, (axes, sizes) in cases:
+        status, detail = check_case(args, work, name, flags, inputs, reference,
+                                    int(np.prod(sizes)))
+        counts[status] += 1
+        print(f"{status:4} {name}: {detail}", flush=True)
+        if status == "FAIL" and name.startswith("random"):
+            print("     flags: " + " ".join(flags))
+    print(f"spmd-suite: {counts['ok']} ok, {counts['skip']} skipped, {counts['FAIL']} failed")
+    sys.exit(1 if counts["FAIL"] else 0)
+
+
+if __name__ == "__main__":
+    main()
