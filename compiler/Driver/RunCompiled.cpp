@@ -57,7 +57,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     return reportError(command.programDir +
                        " is not a compiled program (no program.json; compile with --target cpu)");
   nlohmann::json manifest = nlohmann::json::parse(manifestFile, nullptr, false);
-  if (manifest.is_discarded() || !manifest.contains("ranks") || !manifest.contains("outputs"))
+  if (manifest.is_discarded() || !manifest.contains("ranks") || !manifest.contains("loads") ||
+      !manifest.contains("outputs"))
     return reportError(manifestPath + ": not a program description written by sbpc compile");
   sbprt::Mesh mesh{manifest["mesh"]["axes"].get<std::vector<std::string>>(),
                    manifest["mesh"]["shape"].get<std::vector<int64_t>>()};
@@ -73,7 +74,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   }
   std::set<std::string> wanted;
   bool needsParams = false;
-  for (const nlohmann::json &load : manifest["inputs"]) {
+  for (const nlohmann::json &load : manifest["loads"]) {
     std::string name = load["name"].get<std::string>();
     if (load["kind"] == "param") {
       needsParams = true;

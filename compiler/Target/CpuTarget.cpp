@@ -40,24 +40,54 @@ bool writeText(const std::string &path, const std::string &text, std::string &er
   return static_cast<bool>(file);
 }
 
-/// Compiles `source` into `binary`; the compiler's output goes to `log`.
-LogicalResult buildProgram(const std::string &source, const std::string &binary,
-                           const std::string &log) {
+/// A word for sh: quoted unless it is plain.
+std::string shellWord(const std::string &word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789-_./=+:,") == std::string::npos)
+    return word;
+  std::string quoted = "'";
+  for (char c : word)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+/// Compiles `dir`/src/`name`.cpp into `dir`/bin/`name`; the compiler's
+/// output goes to `dir`/build.log, the command to `dir`/build.sh (which
+/// rebuilds it from wherever the bundle is).
+LogicalResult buildProgram(const std::string &dir, const std::string &name) {
+  std::string source = "src/" + name + ".cpp", binary = "bin/" + name;
+  std::string log = join(dir, "build.log"), script = join(dir, "build.sh");
   const char *fromEnv = std::getenv("SBPC_CXX");
   std::string cxx = fromEnv && *fromEnv ? fromEnv : kCxx;
   llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(cxx);
   if (!found)
     return sbpc::reportError("the host C++ compiler '" + cxx +
                              "' was not found (set SBPC_CXX to another)");
+  llvm::SmallString<256> root(dir);
+  llvm::sys::fs::make_absolute(root);
   std::vector<std::string> args = {*found, "-std=c++17", "-O1", "-w", "-I", kRuntimeInclude,
                                    source, "-o", binary};
   for (const char *library : kRuntimeLibraries)
     args.push_back(library);
   args.push_back("-lpthread");
+  std::string command;
+  for (const std::string &arg : args)
+    command += (command.empty() ? "" : " ") + shellWord(arg);
+  std::string error;
+  if (!writeText(script,
+                 "#!/bin/sh\n# Rebuilds " + binary + " as sbpc compile did.\nset -e\n" +
+                     "cd \"$(dirname \"$0\")\"\n" + command + "\n",
+                 error))
+    return sbpc::reportError(error);
+  llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
+                                            llvm::sys::fs::perms::owner_write |
+                                            llvm::sys::fs::perms::all_exe);
+  // Run from anywhere: the same command with the bundle's paths made absolute.
+  args[6] = join(root.str().str(), source);
+  args[8] = join(root.str().str(), binary);
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
-  std::string error;
   int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
   if (code == 0)
     return success();
@@ -69,7 +99,7 @@ LogicalResult buildProgram(const std::string &source, const std::string &binary,
       first = line;
       break;
     }
-  return sbpc::reportError("building " + source + " failed" +
+  return sbpc::reportError("building " + args[6] + " failed" +
                            (error.empty() ? "" : " (" + error + ")") +
                            (first.empty() ? "" : ": " + first) + " (full output in " + log + ")");
 }
@@ -83,7 +113,9 @@ std::string launchScript(const std::vector<std::string> &binaries) {
       "#   launch.sh --params P.safetensors --input NAME=FILE.npy ... --output-dir DIR\n"
       "# Each rank writes its shards under DIR/.shards; `sbpc run` assembles them.\n"
       "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-      "export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}\n";
+      "export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}\n"
+      "# Containers often forbid the cross-memory attach OpenMPI copies with.\n"
+      "export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}\n";
   if (binaries.size() == 1)
     return text + "exec \"$here/bin/" + binaries[0] + "\" \"$@\"\n";
   text += "exec mpirun --allow-run-as-root --oversubscribe --bind-to none";
@@ -117,7 +149,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
 
   std::vector<std::string> binaryOfRank;
   nlohmann::json ranks = nlohmann::json::array(), manifestOutputs = nlohmann::json::array(),
-                 manifestInputs = nlohmann::json::array();
+                 manifestLoads = nlohmann::json::array();
   sbprt::Mesh mesh;
   int index = 0;
   for (auto program : module.getOps<func::FuncOp>()) {
@@ -136,8 +168,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
     if (!file)
       return reportError(source + ": cannot write");
     llvm::errs() << "sbpc: building " << name << " (" << source << ")\n";
-    if (failed(buildProgram(source, join(outputDir, "bin/" + name),
-                            join(outputDir, "build.log"))))
+    if (failed(buildProgram(outputDir, name)))
       return failure();
     int64_t arena = program->getAttrOfType<IntegerAttr>(exec::kArenaBytes).getInt();
     for (int64_t rank : program->getAttrOfType<DenseI64ArrayAttr>(exec::kProgramRanks).asArrayRef()) {
@@ -160,7 +191,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
         return cast<RankedTensorType>(type).getElementType().isF32() ? "float32" : "int64";
       };
       if (auto load = dyn_cast<exec::LoadOp>(op))
-        manifestInputs.push_back({{"kind", load.getKind().str()},
+        manifestLoads.push_back({{"kind", load.getKind().str()},
                                   {"name", load.getName().str()},
                                   {"dtype", dtype(load.getType())},
                                   {"shape", load.getGlobalShape()},
@@ -186,7 +217,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
                              {"target", "cpu"},
                              {"mesh", {{"axes", mesh.axes}, {"shape", mesh.shape}}},
                              {"ranks", mesh.numDevices()},
-                             {"inputs", manifestInputs},
+                             {"loads", manifestLoads},
                              {"outputs", manifestOutputs}};
   if (!writeText(join(outputDir, "program.json"), manifest.dump(2) + "\n", error))
     return reportError(error);
