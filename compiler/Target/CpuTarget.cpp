@@ -67,6 +67,10 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name) {
   llvm::sys::fs::make_absolute(root);
   std::vector<std::string> args = {*found, "-std=c++17", "-O1", "-w", "-I", kRuntimeInclude,
                                    source, "-o", binary};
+  llvm::SmallVector<llvm::StringRef> flags;
+  llvm::StringRef(kCxxFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef flag : flags)
+    args.push_back(flag.str());
   for (const char *library : kRuntimeLibraries)
     args.push_back(library);
   args.push_back("-lpthread");
