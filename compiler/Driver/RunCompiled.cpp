@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 using namespace mlir;
 using sbpc::reportError;
@@ -57,11 +58,26 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     return reportError(command.programDir +
                        " is not a compiled program (no program.json; compile with --target cpu)");
   nlohmann::json manifest = nlohmann::json::parse(manifestFile, nullptr, false);
-  if (manifest.is_discarded() || !manifest.contains("ranks") || !manifest.contains("loads") ||
-      !manifest.contains("outputs"))
-    return reportError(manifestPath + ": not a program description written by sbpc compile");
-  sbprt::Mesh mesh{manifest["mesh"]["axes"].get<std::vector<std::string>>(),
-                   manifest["mesh"]["shape"].get<std::vector<int64_t>>()};
+  sbprt::Mesh mesh;
+  // A hand-edited or foreign file is an error, not an exception.
+  try {
+    if (manifest.is_discarded())
+      throw std::runtime_error("not JSON");
+    mesh = {manifest.at("mesh").at("axes").get<std::vector<std::string>>(),
+            manifest.at("mesh").at("shape").get<std::vector<int64_t>>()};
+    std::string problem = sbprt::checkMesh(mesh);
+    if (!problem.empty())
+      throw std::runtime_error(problem);
+    if (manifest.at("ranks").get<int64_t>() != mesh.numDevices())
+      throw std::runtime_error("its rank count is not its mesh's");
+    for (const nlohmann::json &load : manifest.at("loads"))
+      (void)load.at("kind").get<std::string>(), (void)load.at("name").get<std::string>();
+    for (const nlohmann::json &output : manifest.at("outputs"))
+      (void)output.at("name").get<std::string>(), (void)output.at("layout").get<std::string>();
+  } catch (const std::exception &e) {
+    return reportError(manifestPath + ": not a program description written by sbpc compile (" +
+                       e.what() + ")");
+  }
 
   // Every input the program loads, and no other, before starting any rank.
   std::map<std::string, std::string> inputs;
@@ -153,9 +169,13 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
       return reportError("rank " + std::to_string(r) + " wrote no measurements");
     measured.push_back(entry);
   }
-  std::ofstream run(join(command.outputDir, "run.json"));
+  std::string runPath = join(command.outputDir, "run.json");
+  std::ofstream run(runPath);
   run << nlohmann::json{{"program", absolute(command.programDir)}, {"ranks", measured}}.dump(2)
       << "\n";
+  run.close();
+  if (!run)
+    return reportError(runPath + ": cannot write");
   llvm::sys::fs::remove_directories(shards);
   return success();
 }

@@ -71,6 +71,7 @@ std::string layoutLiteral(const sbprt::NdSbp &layout) {
   return out + "}";
 }
 
+/// The verifiers allow "sum" and "max" only.
 std::string reduceLiteral(StringRef reduce) {
   return reduce == "sum" ? "sbprt::comm::Reduce::Sum" : "sbprt::comm::Reduce::Max";
 }

@@ -178,6 +178,10 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
     for (int64_t rank : program->getAttrOfType<DenseI64ArrayAttr>(exec::kProgramRanks).asArrayRef()) {
       if (binaryOfRank.size() <= static_cast<size_t>(rank))
         binaryOfRank.resize(rank + 1);
+      if (!binaryOfRank[rank].empty())
+        return program.emitOpError() << "rank " << rank
+                                     << " already runs another program (one model function "
+                                        "per module)";
       binaryOfRank[rank] = "rank" + std::to_string(rank);
       std::string link = join(outputDir, "bin/" + binaryOfRank[rank]);
       llvm::sys::fs::remove(link);

@@ -128,6 +128,9 @@ LogicalResult Spmdizer::lowerBoxing(BoxingOp boxing) {
   Value result = *value;
   for (const sbprt::Hop &hop : hops)
     result = lowerHop(boxing.getLoc(), result, globalType, current, hop);
+  if (current != to)
+    return boxing.emitOpError() << "has no plan from " << sbprt::toString(from) << " to "
+                                << sbprt::toString(to);
   mapping.map(boxing.getResult(), result);
   layouts[boxing.getResult()] = to;
   return success();

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -97,7 +98,7 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     } else if (flag == "--memory-limit") {
       char *end = nullptr;
       memoryLimit_ = std::strtoull(value.c_str(), &end, 10);
-      if (!end || *end)
+      if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || *end)
         fail("--memory-limit expects a number of bytes, got '" + value + "'");
     } else {
       fail("unknown option '" + flag + "'");
@@ -259,9 +260,9 @@ int Rank::finish() {
   std::string path = outputDir_ + "/.shards/rank" + std::to_string(rank_) + ".json";
   std::ofstream file(path);
   file << stats.dump() << "\n";
+  file.close();
   if (!file)
     fail(path + ": cannot write");
-  file.close();
   comm_.reset();
   comm::finalizeMpi();
   return 0;

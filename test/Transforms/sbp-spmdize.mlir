@@ -82,3 +82,4 @@ sbp.mesh @m axes ["a"] shape [2]
 func.func @h(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+

@@ -10,6 +10,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace sbpc::exec;
 using sbpc::sbp::parseNdSbp;
@@ -125,6 +127,8 @@ LogicalResult checkShard(Operation *op, ArrayRef<int64_t> global, sbpc::sbp::NdS
 LogicalResult LoadOp::verify() {
   if (getKind() != "param" && getKind() != "input")
     return emitOpError() << "kind must be \"param\" or \"input\", got \"" << getKind() << "\"";
+  if (getStoredShape() && getKind() != "param")
+    return emitOpError() << "only parameters have a stored shape";
   if (auto stored = getStoredShape())
     if (sbprt::numElements({stored->begin(), stored->end()}) !=
         sbprt::numElements({getGlobalShape().begin(), getGlobalShape().end()}))
@@ -186,6 +190,34 @@ LogicalResult ZeroPadOp::verify() {
   return checkScaled(*this, shapeOf(getInput()), shapeOf(getResult()), getDim(), *p, true,
                      "padded");
 }
+
+LogicalResult BroadcastOp::verify() {
+  FailureOr<int64_t> p = axisSize(*this, getAxis());
+  if (failed(p))
+    return failure();
+  if (static_cast<int64_t>(getRoot()) < 0 || static_cast<int64_t>(getRoot()) >= *p)
+    return emitOpError() << "root " << static_cast<int64_t>(getRoot())
+                         << " is not a coordinate of an axis of " << *p << " devices";
+  return success();
+}
+
+LogicalResult KeepOneOp::verify() { return failure(failed(axisSize(*this, getAxis()))); }
+
+/// A peer is a rank of the job; a tag fits MPI's int.
+static LogicalResult checkPeer(Operation *op, int64_t peer, int64_t tag) {
+  FailureOr<sbprt::Mesh> mesh = meshOf(op);
+  if (failed(mesh))
+    return failure();
+  if (peer < 0 || peer >= mesh->numDevices())
+    return op->emitOpError() << "peer " << peer << " is not a rank of the mesh's "
+                             << mesh->numDevices();
+  if (tag < 0 || tag > std::numeric_limits<int32_t>::max())
+    return op->emitOpError() << "tag " << tag << " is out of range";
+  return success();
+}
+
+LogicalResult SendOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
+LogicalResult RecvOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
 
 #define GET_OP_CLASSES
 #include "dialects/Exec/IR/ExecOps.cpp.inc"

@@ -56,10 +56,11 @@ def Exec_LoadOp : Exec_Op<"load"> {
     `kind` is `param` (a tensor of the `.safetensors` file) or `input` (a
     `.npy` file). The rank reads only the block its layout gives it
     (sbprt::blockOf with the rank's coordinates) of the tensor of
-    `global_shape`; for a partial layout the rank at coordinate 0 of every
-    partial axis holds the value and the others the reduction's identity.
-    `stored_shape`, when present, is the shape in the file (the same
-    elements in row-major order, e.g. GPT-2's fused `c_attn` weight).
+    `global_shape`; for a P(sum) layout the rank at coordinate 0 of every
+    P(sum) axis holds the value and the others zeros (for P(max) every rank
+    holds it). `stored_shape`, parameters only, is the shape in the file
+    (the same elements in row-major order, e.g. GPT-2's fused `c_attn`
+    weight).
 
     ```mlir
     %w = exec.load "param" "h.0.mlp.c_fc.weight" global [64, 256] [B, S(1)]
@@ -98,7 +99,7 @@ def Exec_StoreOp : Exec_Op<"store"> {
 //===----------------------------------------------------------------------===//
 
 def Exec_AllReduceOp : Exec_Op<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
-  let summary = "P -> B on one mesh axis: every rank gets the group's reduction";
+  let summary = "every rank of one mesh axis's group gets the group's reduction (P -> B)";
   let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, StrAttr:$reduce);
   let results = (outs Exec_F32Tensor:$result);
   let assemblyFormat = "$input `axis` $axis $reduce attr-dict `:` type($input)";
@@ -143,12 +144,14 @@ def Exec_BroadcastOp : Exec_Op<"broadcast", [AllTypesMatch<["input", "result"]>]
   let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$root);
   let results = (outs Exec_AnyTensor:$result);
   let assemblyFormat = "$input `axis` $axis `root` $root attr-dict `:` type($input)";
+  let hasVerifier = 1;
 }
 
 def Exec_SendOp : Exec_Op<"send"> {
   let summary = "sends a tensor to rank `peer` (pipeline stage boundaries)";
   let arguments = (ins Exec_AnyTensor:$input, I64Attr:$peer, I64Attr:$tag);
   let assemblyFormat = "$input `to` $peer `tag` $tag attr-dict `:` type($input)";
+  let hasVerifier = 1;
 }
 
 def Exec_RecvOp : Exec_Op<"recv"> {
@@ -156,6 +159,7 @@ def Exec_RecvOp : Exec_Op<"recv"> {
   let arguments = (ins I64Attr:$peer, I64Attr:$tag);
   let results = (outs Exec_AnyTensor:$result);
   let assemblyFormat = "`from` $peer `tag` $tag attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -193,6 +197,7 @@ def Exec_KeepOneOp : Exec_Op<"keep_one", [AllTypesMatch<["input", "result"]>]> {
   let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis);
   let results = (outs Exec_F32Tensor:$result);
   let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
 }
 
 #endif // SBPC_EXEC_OPS

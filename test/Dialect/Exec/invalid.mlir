@@ -77,3 +77,39 @@ func.func @p(%x: tensor<4x6xf32>) {
   %r = exec.zero_pad %x axis 0 dim 0 "sum" : tensor<4x6xf32> -> tensor<8x6xf32>
   return
 }
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.broadcast' op root 2 is not a coordinate of an axis of 2 devices}}
+  %r = exec.broadcast %x axis 0 root 2 : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.keep_one' op mesh axis 3 does not exist (the mesh has 1)}}
+  %r = exec.keep_one %x axis 3 : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.send' op peer 2 is not a rank of the mesh's 2}}
+  exec.send %x to 2 tag 0 : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  // expected-error @+1 {{'exec.load' op only parameters have a stored shape}}
+  %x = exec.load "input" "x" global [4, 6] [B] {stored_shape = array<i64: 24>} : tensor<4x6xf32>
+  return
+}
