@@ -49,6 +49,8 @@ struct RunCompiledCommand {
   std::vector<std::string> inputs;
   std::string outputDir;
   uint64_t memoryLimit = 0;
+  /// A rank whose op makes no progress this long ends the job.
+  double timeout = 600;
 };
 mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
 

@@ -119,6 +119,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   for (const auto &[name, path] : inputs)
     args.insert(args.end(), {"--input", name + "=" + path});
   args.insert(args.end(), {"--output-dir", absolute(command.outputDir)});
+  if (command.timeout > 0)
+    args.insert(args.end(), {"--timeout", std::to_string(command.timeout)});
   if (command.memoryLimit)
     args.insert(args.end(), {"--memory-limit", std::to_string(command.memoryLimit)});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());

@@ -22,6 +22,15 @@ namespace {
 /// with write(2) only.
 char crashPrefix[64] = "rank ? failed in ";
 char currentOp[512] = "startup";
+/// Guards currentOp between the rank and its watchdog (not the crash handler,
+/// which only reads it on the way out).
+std::mutex currentOpMutex;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void onCrash(int signal) {
   const char *name = signal == SIGSEGV   ? "segmentation fault"
@@ -80,6 +89,8 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     std::signal(sig, onCrash);
   if (const char *crash = std::getenv("SBPRT_CRASH_RANK"))
     crashRank_ = std::atoll(crash);
+  if (const char *hang = std::getenv("SBPRT_HANG_RANK"))
+    hangRank_ = std::atoll(hang);
   op("reading the command line");
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
@@ -95,6 +106,11 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
       if (eq == std::string::npos || eq == 0)
         fail("--input expects NAME=FILE.npy, got '" + value + "'");
       inputs_[value.substr(0, eq)] = value.substr(eq + 1);
+    } else if (flag == "--timeout") {
+      char *end = nullptr;
+      timeout_ = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !(timeout_ > 0))
+        fail("--timeout expects a positive number of seconds, got '" + value + "'");
     } else if (flag == "--memory-limit") {
       char *end = nullptr;
       memoryLimit_ = std::strtoull(value.c_str(), &end, 10);
@@ -110,6 +126,10 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
   std::filesystem::create_directories(outputDir_ + "/.shards", ec);
   if (ec)
     fail(outputDir_ + "/.shards: cannot create: " + ec.message());
+  if (timeout_ > 0) {
+    lastProgressNs_ = nowNs();
+    watchdog_ = std::thread([this] { watch(); });
+  }
   op("allocating the arena");
   if (memoryLimit_ && info.arenaBytes > memoryLimit_)
     fail("out of memory: the arena needs " + std::to_string(info.arenaBytes) +
@@ -121,15 +141,48 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
          " bytes");
 }
 
-Rank::~Rank() { std::free(arena_); }
+Rank::~Rank() {
+  finished_ = true;
+  if (watchdog_.joinable())
+    watchdog_.join();
+  std::free(arena_);
+}
+
+void Rank::watch() {
+  int64_t limitNs = static_cast<int64_t>(timeout_ * 1e9);
+  while (!finished_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (nowNs() - lastProgressNs_ <= limitNs)
+      continue;
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(currentOpMutex);
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_);
+      line = "rank " + std::to_string(rank_) + " failed in " + currentOp + ": no progress for " +
+             seconds + " s (a rank it waits for may have stopped)\n";
+    }
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    // Not MPI_Abort, which only the main thread may call: a rank that exits
+    // without finalizing makes mpirun stop every other rank.
+    std::_Exit(1);
+  }
+}
 
 void Rank::op(const char *description) {
-  std::strncpy(currentOp, description, sizeof currentOp - 1);
-  currentOp[sizeof currentOp - 1] = '\0';
-  // Fault injection for the tests of failure handling: SBPRT_CRASH_RANK=R
-  // makes rank R crash at its first graph op, as a kernel bug would.
-  if (crashRank_ == rank_ && std::strncmp(description, "graph.", 6) == 0)
-    std::raise(SIGSEGV);
+  {
+    std::lock_guard<std::mutex> lock(currentOpMutex);
+    std::strncpy(currentOp, description, sizeof currentOp - 1);
+    currentOp[sizeof currentOp - 1] = '\0';
+  }
+  lastProgressNs_ = nowNs();
+  if (std::strncmp(description, "graph.", 6) == 0) {
+    if (crashRank_ == rank_)
+      std::raise(SIGSEGV); // as a kernel bug would
+    while (hangRank_ == rank_)
+      std::this_thread::sleep_for(std::chrono::seconds(1)); // as a deadlock would
+  }
 }
 
 void Rank::fail(const std::string &message) {
@@ -263,6 +316,9 @@ int Rank::finish() {
   file.close();
   if (!file)
     fail(path + ": cannot write");
+  finished_ = true;
+  if (watchdog_.joinable())
+    watchdog_.join();
   comm_.reset();
   comm::finalizeMpi();
   return 0;

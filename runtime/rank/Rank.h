@@ -4,12 +4,13 @@
 //
 // A rank program is run as
 //   rank<r> --params P.safetensors --input NAME=FILE.npy ... --output-dir D
-//           [--memory-limit BYTES]
+//           [--memory-limit BYTES] [--timeout SECONDS]
 // by `sbpc run` (or out/launch.sh) under mpirun. It writes D/.shards/:
 // NAME.rank<r>.npy for every output shard it holds (replicas once), and
 // rank<r>.json with what it measured (bytes sent, arena peak, seconds).
 // Any error prints one line "rank R failed in OP: MESSAGE" and ends the
-// whole job.
+// whole job; so does an op that makes no progress for --timeout seconds
+// (a rank it waits for has stopped), so that no job hangs.
 #pragma once
 
 #include "runtime/Layout.h"
@@ -18,12 +19,15 @@
 #include "runtime/cpu/Ops.h"
 #include "runtime/io/Safetensors.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sbprt::rank {
@@ -86,6 +90,8 @@ public:
 
 private:
   void *reserve(uint64_t offset, uint64_t bytes);
+  /// Ends the job when no op starts for timeout_ seconds.
+  void watch();
 
   ProgramInfo info_;
   int64_t rank_ = 0;
@@ -94,7 +100,13 @@ private:
   std::map<std::string, std::string> inputs_;
   std::optional<io::SafetensorsFile> params_;
   uint64_t memoryLimit_ = 0;
-  int64_t crashRank_ = -1; // SBPRT_CRASH_RANK: fault injection for tests
+  // Fault injection for the tests of failure handling: SBPRT_CRASH_RANK=R
+  // and SBPRT_HANG_RANK=R make rank R crash or hang at its first graph op.
+  int64_t crashRank_ = -1, hangRank_ = -1;
+  double timeout_ = 0;
+  std::atomic<int64_t> lastProgressNs_{0};
+  std::atomic<bool> finished_{false};
+  std::thread watchdog_;
   unsigned char *arena_ = nullptr;
   uint64_t arenaPeak_ = 0;
   std::chrono::steady_clock::time_point start_;

@@ -94,6 +94,10 @@ static cl::opt<uint64_t> runMemoryLimit("memory-limit",
                                         cl::desc("Compiled dir: fail a rank whose arena needs more "
                                                  "than this many bytes"),
                                         cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
+static cl::opt<double> runTimeout("timeout",
+                                  cl::desc("Compiled dir: end the job when a rank's op makes no "
+                                           "progress for this many seconds (default 600)"),
+                                  cl::init(600), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<std::string> runOutputDir("output-dir",
                                          cl::desc("Write every result as <dir>/<name>.npy"),
                                          cl::value_desc("dir"), cl::Required, cl::sub(runCommand),
@@ -177,7 +181,8 @@ int main(int argc, char **argv) {
     result = runGenCommand(ctx);
   else if (runCommand)
     result = llvm::sys::fs::is_directory(runModel.getValue())
-                 ? sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir, runMemoryLimit})
+                 ? sbpc::runCompiled(
+                       {runModel, runParams, runInputs, runOutputDir, runMemoryLimit, runTimeout})
                  : sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
   else if (compileCommand)
     result = runCompileCommand(ctx);
