@@ -74,6 +74,7 @@ docs: build
 	@cp $(BUILD)/dialects/Exec/IR/ExecDialect.md docs/dialects/exec.md
 	@cp $(BUILD)/passes/Sbp/Passes.md docs/passes.md
 	@cp $(BUILD)/passes/Exec/Passes.md docs/exec-passes.md
+	@cp $(BUILD)/passes/Graph/Passes.md docs/graph-passes.md
 	@echo "docs/dialects/ updated"
 
 clean:

@@ -15,7 +15,11 @@ without dp and tp axes, exact on a graph too large for it) is reported as
 skipped with sbpc's reason. Prints one line per case and a summary; exits
 non-zero if any case fails.
 
-usage: spmd_suite.py --sbpc S --workdir W --model mlp|gpt
+With --autodiff, the model is first differentiated (sbpc-opt
+--graph-autodiff): every parameter's gradient is an output too, and the
+backward ops are laid out, boxed and run like the forward ones.
+
+usage: spmd_suite.py --sbpc S --workdir W --model mlp|gpt [--autodiff]
            [--cases STRATEGY@MESH ...] [--random N --random-meshes MESH ...]
 """
 import argparse
@@ -131,6 +135,7 @@ def main():
     ap.add_argument("--random", type=int, default=0, help="random layout seeds per mesh")
     ap.add_argument("--random-meshes", nargs="*", default=[])
     ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--autodiff", action="store_true", help="check gradients too")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 2**31
@@ -146,6 +151,14 @@ def main():
                "-o", model, *(["--params", params, "--seed", str(seed)] if args.model == "mlp" else []))
     if gen.returncode != 0:
         sys.exit("gen: " + gen.stderr)
+    if args.autodiff:
+        forward = model + ".forward"
+        os.replace(model, forward)
+        with open(model, "w") as out:
+            if subprocess.run([os.path.join(os.path.dirname(args.sbpc), "sbpc-opt") if
+                               os.path.dirname(args.sbpc) else "sbpc-opt", forward,
+                               "--graph-autodiff"], stdout=out).returncode != 0:
+                sys.exit("sbpc-opt --graph-autodiff failed")
     if args.model == "gpt":
         write_safetensors(params, random_gpt_params(spec["layers"], spec["hidden"], spec["vocab"],
                                                     spec["seq"], seed))

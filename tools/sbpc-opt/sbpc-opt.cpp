@@ -4,6 +4,7 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "passes/Exec/Passes.h"
+#include "passes/Graph/Passes.h"
 #include "passes/Sbp/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -20,6 +21,7 @@ int main(int argc, char **argv) {
   sbpc::sbp::registerSbpPasses();
   sbpc::sbp::registerSbpPipelines();
   sbpc::exec::registerExecPasses();
+  sbpc::graph::registerGraphPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "sbpc optimizer driver\n", registry));
 }

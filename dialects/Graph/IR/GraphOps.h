@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -34,6 +35,8 @@ public:
   }
 };
 } // namespace sbpc::graph
+
+#include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/Graph/IR/GraphOps.h.inc"

@@ -24,8 +24,30 @@ def Graph_F32Tensor : Graph_TensorOf<[F32]>;
 def Graph_IndexTensor : Graph_TensorOf<[I64]>;
 def Graph_AnyTensor : Graph_TensorOf<[F32, I64]>;
 
+// Every op says how gradients flow through it (GraphGradients.cpp), or that
+// they do not.
+def Graph_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::sbpc::graph";
+  let description = [{
+    Reverse-mode differentiation of one op, used by `--graph-autodiff`.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds, at the builder's insertion point, the gradient of a scalar
+        loss with respect to each operand, given its gradient with respect
+        to each result (`resultGrads`, one per result, null where none
+        flows). Sets one value per operand in `operandGrads`, null where the
+        operand has no gradient (indices). Fails with a diagnostic on ops
+        that cannot be differentiated.
+      }], "::llvm::LogicalResult", "buildGradients",
+      (ins "::mlir::OpBuilder &":$b, "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
 class Graph_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Graph_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+    : Op<Graph_Dialect, mnemonic,
+         !listconcat(traits, [Pure, DeclareOpInterfaceMethods<Graph_GradientOpInterface>])>;
 
 // Runs an op's shape rule before InferTypeOpInterface's own check, so that a
 // bad shape gets the rule's precise message instead of a generic one.

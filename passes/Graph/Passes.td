@@ -1,0 +1,39 @@
+//===- Passes.td - graph passes ----------------------------*- tablegen -*-===//
+
+#ifndef SBPC_GRAPH_PASSES
+#define SBPC_GRAPH_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
+  let summary = "adds the gradient of the loss with respect to every parameter";
+  let description = [{
+    For each function with a result named `loss` (`graph.output`; the
+    `loss` option names another), a scalar f32, builds the backward graph by
+    reverse-mode differentiation: each op's gradient rule
+    (`GradientOpInterface`, beside the op's definition) turns the gradients
+    of its results into those of its operands; gradients of a value used
+    several times are added. Only ops on a path from a parameter to the
+    loss are differentiated. The function then also returns, for every
+    parameter `P` (`graph.param`), its gradient as output `grad.P` (zeros
+    when the loss does not depend on it), in argument order, shaped as the
+    parameter is stored (`graph.param_shape`, if it has one).
+
+    ```mlir
+    func.func @f(%w: tensor<4xf32> {graph.param = "w"}, %x: tensor<4xf32> {graph.input = "x"})
+        -> (tensor<f32> {graph.output = "loss"}) { ... }
+    // becomes
+    func.func @f(...) -> (tensor<f32> {graph.output = "loss"},
+                          tensor<4xf32> {graph.output = "grad.w"})
+    ```
+    An op without a gradient rule on that path (`reduce_max`, a gradient
+    op) is an error at the op.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
+           "The graph.output name of the scalar to differentiate">,
+  ];
+  let dependentDialects = ["::sbpc::graph::GraphDialect"];
+}
+
+#endif // SBPC_GRAPH_PASSES

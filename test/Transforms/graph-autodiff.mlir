@@ -1,0 +1,62 @@
+// RUN: sbpc-opt %s --split-input-file --graph-autodiff --verify-diagnostics | FileCheck %s
+
+// A linear layer with a loss: the gradient of every parameter is appended
+// as `grad.<name>`, in argument order; the input gets none; a parameter used
+// twice (b) gets the sum of both gradients.
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: -> (tensor<f32> {graph.output = "loss"}, tensor<3x2xf32> {graph.output = "grad.w"}, tensor<2xf32> {graph.output = "grad.b"})
+// CHECK: %[[ONE:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[G:.*]] = graph.broadcast %{{.*}} : (tensor<1x1xf32>) -> tensor<4x2xf32>
+// CHECK: %[[SUM:.*]] = graph.reduce_sum %[[G]] dims [0] keepdims : (tensor<4x2xf32>) -> tensor<1x2xf32>
+// CHECK: %[[DB2:.*]] = graph.reshape %[[SUM]] : (tensor<1x2xf32>) -> tensor<2xf32>
+// CHECK: %[[DB:.*]] = graph.add %{{.*}}, %[[DB2]] : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK: %[[DW:.*]] = graph.matmul %arg0, %[[G]] transpose_lhs : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+func.func @linear(%x: tensor<4x3xf32> {graph.input = "x"},
+                  %w: tensor<3x2xf32> {graph.param = "w"},
+                  %b: tensor<2xf32> {graph.param = "b"}) -> (tensor<f32> {graph.output = "loss"}) {
+  %y = graph.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %z = graph.add %y, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  %s = graph.reduce_sum %z dims [0, 1] : (tensor<4x2xf32>) -> tensor<f32>
+  %t = graph.reduce_sum %b dims [0] : (tensor<2xf32>) -> tensor<f32>
+  %l = graph.add %s, %t : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A parameter the loss does not depend on gets zeros; a stored shape
+// shapes the gradient.
+// CHECK-LABEL: func.func @unused
+// CHECK: %[[Z:.*]] = graph.constant dense<0.000000e+00> : tensor<2x2xf32>
+// CHECK: %[[R:.*]] = graph.reshape %[[Z]] : (tensor<2x2xf32>) -> tensor<4xf32>
+// CHECK: return %{{.*}}, %{{.*}}, %[[R]] : tensor<f32>, tensor<2xf32>, tensor<4xf32>
+func.func @unused(%a: tensor<2xf32> {graph.param = "a"},
+                  %u: tensor<2x2xf32> {graph.param = "u", graph.param_shape = array<i64: 4>})
+    -> (tensor<f32> {graph.output = "loss"}) {
+  %l = graph.reduce_sum %a dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op has no result named 'loss' (graph.output) to differentiate}}
+func.func @noloss(%a: tensor<2xf32> {graph.param = "a"}) -> (tensor<2xf32> {graph.output = "y"}) {
+  return %a : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op result 'loss' is 'tensor<2xf32>'; the loss must be a scalar tensor<f32>}}
+func.func @vector(%a: tensor<2xf32> {graph.param = "a"}) -> (tensor<2xf32> {graph.output = "loss"}) {
+  return %a : tensor<2xf32>
+}
+
+// -----
+
+func.func @max(%a: tensor<2x3xf32> {graph.param = "a"}) -> (tensor<f32> {graph.output = "loss"}) {
+  // expected-error @+1 {{'graph.reduce_max' op has no gradient rule yet}}
+  %m = graph.reduce_max %a dims [1] : (tensor<2x3xf32>) -> tensor<2xf32>
+  %l = graph.reduce_sum %m dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
