@@ -97,7 +97,8 @@ LogicalResult sbpc::runReference(MLIRContext &ctx, const RunCommand &command) {
     std::string error;
     if (!sbprt::io::writeNpy(path.str().str(), tensor, error))
       return reportError(error);
-    llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(tensor.shape()) << "\n";
+    if (!command.quiet)
+      llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(tensor.shape()) << "\n";
   }
   return success();
 }

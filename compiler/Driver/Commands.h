@@ -33,6 +33,7 @@ struct RunCommand {
   /// "NAME=FILE.npy" as given on the command line.
   std::vector<std::string> inputs;
   std::string outputDir;
+  bool quiet = false; // no "wrote" lines
 };
 
 /// Evaluates a model with the reference evaluator and writes every result
@@ -51,8 +52,27 @@ struct RunCompiledCommand {
   uint64_t memoryLimit = 0;
   /// A rank whose op makes no progress this long ends the job.
   double timeout = 600;
+  bool quiet = false; // no progress or "wrote" lines
 };
 mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
+
+/// `sbpc run --steps N`: runs a training-step program (a model after
+/// --graph-autodiff and --graph-optimizer, or a directory compiled from
+/// one) N times, each step's outputs named like parameters becoming the
+/// next step's parameters; optimizer states missing from the parameters
+/// file start at zero (the step counter at 1). Writes <outputDir>/losses.npy
+/// (one loss per step) and <outputDir>/params.safetensors (the final
+/// parameters and optimizer states).
+struct TrainCommand {
+  std::string target; // model file or compiled directory
+  std::string paramsPath;
+  std::vector<std::string> inputs;
+  std::string outputDir;
+  int64_t steps = 1;
+  uint64_t memoryLimit = 0;
+  double timeout = 600;
+};
+mlir::LogicalResult runTraining(mlir::MLIRContext &ctx, const TrainCommand &command);
 
 /// Prints report.json for a person; a one-line error if it is not a report.
 mlir::LogicalResult runExplain(const std::string &reportPath);

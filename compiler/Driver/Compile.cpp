@@ -10,6 +10,7 @@
 #include "compiler/Target/CpuTarget.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
+#include "passes/Graph/Passes.h"
 #include "passes/Sbp/Passes.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -77,6 +78,19 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   OwningOpRef<ModuleOp> module = parseModelFile(command.modelPath, ctx);
   if (!module)
     return failure();
+  if (command.train) {
+    PassManager train(&ctx);
+    train.addPass(graph::createGraphAutodiff());
+    graph::GraphOptimizerOptions optimizer;
+    optimizer.optimizer = command.optimizer;
+    optimizer.lr = command.lr;
+    optimizer.momentum = command.momentum;
+    optimizer.weightDecay = command.weightDecay;
+    optimizer.eps = command.eps;
+    train.addPass(graph::createGraphOptimizer(optimizer));
+    if (failed(train.run(*module)))
+      return failure();
+  }
   if (auto meshes = module->getOps<sbp::MeshOp>(); !meshes.empty())
     return (*meshes.begin()).emitError() << "the model already declares a mesh; sbpc compile lays it out "
                                    "on --mesh (use sbpc-opt --sbp-propagate for a model with its own)";

@@ -18,6 +18,11 @@ struct CompileCommand {
   bool reportOnly = false;          // --emit report: only report.json
   bool ignoreMemory = false;        // auto: do not reject plans over device memory
   std::string target;               // "" (plan only) or "cpu"
+  // --train: the model's loss is differentiated and one optimizer step
+  // added (--graph-autodiff, --graph-optimizer) before anything else.
+  bool train = false;
+  std::string optimizer = "adamw"; // sgd | adamw
+  double lr = 1e-3, momentum = 0, weightDecay = 0, eps = 1e-8;
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

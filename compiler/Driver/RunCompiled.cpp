@@ -3,6 +3,7 @@
 #include "compiler/Driver/Commands.h"
 
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/Paths.h"
 #include "runtime/io/Npy.h"
 #include "runtime/sim/SimulatedMesh.h"
 
@@ -19,21 +20,11 @@
 #include <stdexcept>
 
 using namespace mlir;
+using sbpc::absolutePath;
+using sbpc::joinPath;
 using sbpc::reportError;
 
 namespace {
-
-std::string join(const std::string &dir, const std::string &name) {
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, name);
-  return path.str().str();
-}
-
-std::string absolute(const std::string &path) {
-  llvm::SmallString<256> result(path);
-  llvm::sys::fs::make_absolute(result);
-  return result.str().str();
-}
 
 /// The first line in which a rank reported its failure, else the last
 /// non-empty line of the job's output.
@@ -52,7 +43,7 @@ std::string failureLine(const std::string &log) {
 } // namespace
 
 LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
-  std::string manifestPath = join(command.programDir, "program.json");
+  std::string manifestPath = joinPath(command.programDir, "program.json");
   std::ifstream manifestFile(manifestPath);
   if (!manifestFile)
     return reportError(command.programDir +
@@ -85,7 +76,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     auto [name, path] = llvm::StringRef(spec).split('=');
     if (name.empty() || path.empty())
       return reportError("--input '" + spec + "' must be NAME=FILE.npy");
-    if (!inputs.emplace(name.str(), absolute(path.str())).second)
+    if (!inputs.emplace(name.str(), absolutePath(path.str())).second)
       return reportError("--input '" + name.str() + "' is given twice");
   }
   std::set<std::string> wanted;
@@ -109,27 +100,28 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   if (needsParams && !llvm::sys::fs::exists(command.paramsPath))
     return reportError(command.paramsPath + ": no such file");
 
-  std::string shards = join(command.outputDir, ".shards");
+  std::string shards = joinPath(command.outputDir, ".shards");
   llvm::sys::fs::remove_directories(shards);
   if (std::error_code ec = llvm::sys::fs::create_directories(shards))
     return reportError(shards + ": cannot create: " + ec.message());
-  std::vector<std::string> args = {absolute(join(command.programDir, "launch.sh"))};
+  std::vector<std::string> args = {absolutePath(joinPath(command.programDir, "launch.sh"))};
   if (needsParams)
-    args.insert(args.end(), {"--params", absolute(command.paramsPath)});
+    args.insert(args.end(), {"--params", absolutePath(command.paramsPath)});
   for (const auto &[name, path] : inputs)
     args.insert(args.end(), {"--input", name + "=" + path});
-  args.insert(args.end(), {"--output-dir", absolute(command.outputDir)});
+  args.insert(args.end(), {"--output-dir", absolutePath(command.outputDir)});
   if (command.timeout > 0)
     args.insert(args.end(), {"--timeout", std::to_string(command.timeout)});
   if (command.memoryLimit)
     args.insert(args.end(), {"--memory-limit", std::to_string(command.memoryLimit)});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
-  std::string log = join(command.outputDir, "job.log");
+  std::string log = joinPath(command.outputDir, "job.log");
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
   std::string error;
   int64_t ranks = manifest["ranks"].get<int64_t>();
-  llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
+  if (!command.quiet)
+    llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
   int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
   if (code != 0)
     return reportError(failureLine(log) + (code < 0 ? " (" + error + ")" : "") +
@@ -143,7 +135,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
       return reportError(manifestPath + ": output '" + name + "' has no layout");
     sbprt::sim::Shards parts(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
-      std::string path = join(shards, name + ".rank" + std::to_string(r) + ".npy");
+      std::string path = joinPath(shards, name + ".rank" + std::to_string(r) + ".npy");
       if (llvm::sys::fs::exists(path) && !sbprt::io::readNpy(path, parts[r], error))
         return reportError(error);
     }
@@ -158,22 +150,23 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
                            "'");
     }
     sbprt::Tensor global = sbprt::sim::assemble(parts, mesh, *layout);
-    std::string path = join(command.outputDir, name + ".npy");
+    std::string path = joinPath(command.outputDir, name + ".npy");
     if (!sbprt::io::writeNpy(path, global, error))
       return reportError(error);
-    llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(global.shape()) << "\n";
+    if (!command.quiet)
+      llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(global.shape()) << "\n";
   }
   nlohmann::json measured = nlohmann::json::array();
   for (int64_t r = 0; r < ranks; ++r) {
-    std::ifstream stats(join(shards, "rank" + std::to_string(r) + ".json"));
+    std::ifstream stats(joinPath(shards, "rank" + std::to_string(r) + ".json"));
     nlohmann::json entry = nlohmann::json::parse(stats, nullptr, false);
     if (entry.is_discarded())
       return reportError("rank " + std::to_string(r) + " wrote no measurements");
     measured.push_back(entry);
   }
-  std::string runPath = join(command.outputDir, "run.json");
+  std::string runPath = joinPath(command.outputDir, "run.json");
   std::ofstream run(runPath);
-  run << nlohmann::json{{"program", absolute(command.programDir)}, {"ranks", measured}}.dump(2)
+  run << nlohmann::json{{"program", absolutePath(command.programDir)}, {"ranks", measured}}.dump(2)
       << "\n";
   run.close();
   if (!run)

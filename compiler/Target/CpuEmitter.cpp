@@ -14,6 +14,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdio>
 #include <sstream>
 
 using namespace mlir;
@@ -53,6 +54,13 @@ std::string floatLiteral(double value) {
   if (std::isnan(value))
     return "std::numeric_limits<float>::quiet_NaN()";
   return llvm::formatv("{0:e9}f", value).str();
+}
+
+/// A double exactly (formatv's default keeps two decimals).
+std::string doubleLiteral(double value) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
 }
 
 std::string layoutLiteral(const sbprt::NdSbp &layout) {
@@ -387,9 +395,9 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
       .Case([&](SgdUpdateOp o) {
         line(llvm::formatv("cpu::sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
                            ref(o.getParam()), ref(o.getGrad()), ref(o.getVelocity()),
-                           elements(o.getParam()), o.getLr().convertToDouble(),
-                           o.getMomentum().convertToDouble(),
-                           o.getWeightDecay().convertToDouble(), ref(o.getNewParam()),
+                           elements(o.getParam()), doubleLiteral(o.getLr().convertToDouble()),
+                           doubleLiteral(o.getMomentum().convertToDouble()),
+                           doubleLiteral(o.getWeightDecay().convertToDouble()), ref(o.getNewParam()),
                            ref(o.getNewVelocity())));
         return success();
       })
@@ -397,9 +405,12 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
         line(llvm::formatv("cpu::adamwUpdate({0}, {1}, {2}, {3}, {4}, *{5}, {6}, {7}, {8}, {9}, "
                            "{10}, {11}, {12}, {13});",
                            ref(o.getParam()), ref(o.getGrad()), ref(o.getM()), ref(o.getV()),
-                           elements(o.getParam()), ref(o.getStep()), o.getLr().convertToDouble(),
-                           o.getBeta1().convertToDouble(), o.getBeta2().convertToDouble(),
-                           o.getEps().convertToDouble(), o.getWeightDecay().convertToDouble(),
+                           elements(o.getParam()), ref(o.getStep()),
+                           doubleLiteral(o.getLr().convertToDouble()),
+                           doubleLiteral(o.getBeta1().convertToDouble()),
+                           doubleLiteral(o.getBeta2().convertToDouble()),
+                           doubleLiteral(o.getEps().convertToDouble()),
+                           doubleLiteral(o.getWeightDecay().convertToDouble()),
                            ref(o.getNewParam()), ref(o.getNewM()), ref(o.getNewV())));
         return success();
       })

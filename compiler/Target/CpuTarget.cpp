@@ -3,6 +3,7 @@
 #include "compiler/Target/CpuTarget.h"
 
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/Paths.h"
 #include "compiler/Target/CpuEmitter.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "passes/Exec/Passes.h"
@@ -18,18 +19,12 @@
 #include <fstream>
 
 using namespace mlir;
+using sbpc::joinPath;
 
 namespace {
 
 // The host compiler and the runtime, as the build configured them.
 #include "compiler/Target/Toolchain.inc"
-
-std::string join(const llvm::Twine &dir, const llvm::Twine &name) {
-  llvm::SmallString<256> path;
-  dir.toVector(path);
-  llvm::sys::path::append(path, name);
-  return path.str().str();
-}
 
 bool writeText(const std::string &path, const std::string &text, std::string &error) {
   std::ofstream file(path);
@@ -56,7 +51,7 @@ std::string shellWord(const std::string &word) {
 /// rebuilds it from wherever the bundle is).
 LogicalResult buildProgram(const std::string &dir, const std::string &name) {
   std::string source = "src/" + name + ".cpp", binary = "bin/" + name;
-  std::string log = join(dir, "build.log"), script = join(dir, "build.sh");
+  std::string log = joinPath(dir, "build.log"), script = joinPath(dir, "build.sh");
   const char *fromEnv = std::getenv("SBPC_CXX");
   std::string cxx = fromEnv && *fromEnv ? fromEnv : kCxx;
   llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(cxx);
@@ -87,8 +82,8 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name) {
                                             llvm::sys::fs::perms::owner_write |
                                             llvm::sys::fs::perms::all_exe);
   // Run from anywhere: the same command with the bundle's paths made absolute.
-  args[6] = join(root.str().str(), source);
-  args[8] = join(root.str().str(), binary);
+  args[6] = joinPath(root.str().str(), source);
+  args[8] = joinPath(root.str().str(), binary);
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
@@ -144,12 +139,12 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
     std::string text;
     llvm::raw_string_ostream os(text);
     module.print(os);
-    if (!writeText(join(outputDir, "exec.mlir"), text, error))
+    if (!writeText(joinPath(outputDir, "exec.mlir"), text, error))
       return reportError(error);
   }
   for (const char *sub : {"src", "bin"})
-    if (std::error_code ec = llvm::sys::fs::create_directories(join(outputDir, sub)))
-      return reportError(join(outputDir, sub) + ": cannot create: " + ec.message());
+    if (std::error_code ec = llvm::sys::fs::create_directories(joinPath(outputDir, sub)))
+      return reportError(joinPath(outputDir, sub) + ": cannot create: " + ec.message());
 
   std::vector<std::string> binaryOfRank;
   nlohmann::json ranks = nlohmann::json::array(), manifestOutputs = nlohmann::json::array(),
@@ -164,7 +159,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
       return failure();
     mesh = *programMesh;
     std::string name = "program" + std::to_string(index++);
-    std::string source = join(outputDir, "src/" + name + ".cpp");
+    std::string source = joinPath(outputDir, "src/" + name + ".cpp");
     std::ofstream file(source);
     if (failed(emitCpuProgram(program, mesh, name, file)))
       return failure();
@@ -183,7 +178,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
                                      << " already runs another program (one model function "
                                         "per module)";
       binaryOfRank[rank] = "rank" + std::to_string(rank);
-      std::string link = join(outputDir, "bin/" + binaryOfRank[rank]);
+      std::string link = joinPath(outputDir, "bin/" + binaryOfRank[rank]);
       llvm::sys::fs::remove(link);
       if (std::error_code ec = llvm::sys::fs::create_link(name, link))
         return reportError(link + ": cannot link: " + ec.message());
@@ -203,6 +198,9 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
                                   {"name", load.getName().str()},
                                   {"dtype", dtype(load.getType())},
                                   {"shape", load.getGlobalShape()},
+                                  {"stored_shape", load.getStoredShape()
+                                                       ? load.getStoredShape()->vec()
+                                                       : load.getGlobalShape().vec()},
                                   {"layout", layoutText(load.getLayout())}});
       else if (auto store = dyn_cast<exec::StoreOp>(op))
         manifestOutputs.push_back({{"name", store.getName().str()},
@@ -215,7 +213,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
       llvm::any_of(binaryOfRank, [](const std::string &b) { return b.empty(); }))
     return reportError("internal: the programs do not cover every rank of the mesh");
 
-  std::string script = join(outputDir, "launch.sh");
+  std::string script = joinPath(outputDir, "launch.sh");
   if (!writeText(script, launchScript(binaryOfRank), error))
     return reportError(error);
   llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
@@ -227,7 +225,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
                              {"ranks", mesh.numDevices()},
                              {"loads", manifestLoads},
                              {"outputs", manifestOutputs}};
-  if (!writeText(join(outputDir, "program.json"), manifest.dump(2) + "\n", error))
+  if (!writeText(joinPath(outputDir, "program.json"), manifest.dump(2) + "\n", error))
     return reportError(error);
 
   report["target"] = "cpu";

@@ -36,4 +36,28 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::sbpc::graph::GraphDialect"];
 }
 
+def GraphOptimizer : Pass<"graph-optimizer", "mlir::ModuleOp"> {
+  let summary = "turns parameter gradients into one optimizer step";
+  let description = [{
+    After `--graph-autodiff`, replaces each `grad.P` output by one update
+    of parameter `P` (`graph.sgd_update` or `graph.adamw_update`, PyTorch's
+    semantics) and adds the optimizer's state as parameters: SGD's
+    `optimizer.velocity.P`, AdamW's `optimizer.m.P`, `optimizer.v.P` and the
+    shared 1-based `optimizer.step`. The function then returns, besides its
+    other results, the new value of every parameter and state under the
+    parameter's own name, in its stored shape: one training step, whose
+    outputs are the next step's parameters (`sbpc run --steps`).
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0", "Weight decay">,
+  ];
+  let dependentDialects = ["::sbpc::graph::GraphDialect"];
+}
+
 #endif // SBPC_GRAPH_PASSES

@@ -17,7 +17,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from npy_tools import random_gpt_params, read_safetensors, write_safetensors  # noqa: E402
+from npy_tools import read_safetensors  # noqa: E402
+from models import generate  # noqa: E402
 import gpt2_numpy  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=2, vocab=64)
@@ -39,21 +40,7 @@ def main():
     path = lambda name: os.path.join(args.workdir, name)  # noqa: E731
     rng = np.random.default_rng(args.seed)
     spec = GPT if args.model == "gpt" else MLP
-    run("sbpc", "gen", args.model, *[f"--{k}={v}" for k, v in spec.items()], "--loss",
-        "-o", path("m.mlir"), "--params", path("p.safetensors"), "--seed", str(args.seed))
-    if args.model == "gpt":
-        write_safetensors(path("p.safetensors"),
-                          random_gpt_params(spec["layers"], spec["hidden"], spec["vocab"],
-                                            spec["seq"], args.seed))
-        inputs = {"tokens": rng.integers(0, spec["vocab"], (spec["batch"], spec["seq"])),
-                  "targets": rng.integers(0, spec["vocab"], (spec["batch"], spec["seq"]))}
-    else:
-        inputs = {"x": rng.standard_normal((spec["batch"], spec["inputs"])).astype(np.float32),
-                  "targets": rng.integers(0, spec["outputs"], (spec["batch"],))}
-    flags = []
-    for name, value in inputs.items():
-        np.save(path(name + ".npy"), value)
-        flags += ["--input", f"{name}={path(name + '.npy')}"]
+    inputs, flags = generate(args.model, spec, args.workdir, args.seed, rng)
     with open(path("g.mlir"), "w") as out:
         subprocess.run(["sbpc-opt", path("m.mlir"), "--graph-autodiff"], check=True, stdout=out)
     run("sbpc", "run", path("g.mlir"), "--params", path("p.safetensors"), *flags,

@@ -98,6 +98,10 @@ static cl::opt<double> runTimeout("timeout",
                                   cl::desc("Compiled dir: end the job when a rank's op makes no "
                                            "progress for this many seconds (default 600)"),
                                   cl::init(600), cl::sub(runCommand), cl::cat(runCategory));
+static cl::opt<int64_t> runSteps("steps",
+                                 cl::desc("Run a training step (compiled with --train) this many "
+                                          "times: losses.npy and params.safetensors"),
+                                 cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<std::string> runOutputDir("output-dir",
                                          cl::desc("Write every result as <dir>/<name>.npy"),
                                          cl::value_desc("dir"), cl::Required, cl::sub(runCommand),
@@ -139,6 +143,23 @@ static cl::opt<std::string>
                   cl::desc("Also build per-rank executables: cpu (C++ and MPI). Without it, only "
                            "the plan (report.json, sbp.mlir)"),
                   cl::value_desc("cpu"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<bool> compileTrain("train",
+                                  cl::desc("Compile one training step: the loss's gradients "
+                                           "and an optimizer update of every parameter"),
+                                  cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string> compileOptimizer("optimizer", cl::desc("--train: sgd or adamw (default)"),
+                                             cl::init("adamw"), cl::sub(compileCommand),
+                                             cl::cat(compileCategory));
+static cl::opt<double> compileLr("lr", cl::desc("--train: learning rate (default 1e-3)"),
+                                 cl::init(1e-3), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<double> compileMomentum("momentum", cl::desc("--train --optimizer sgd: momentum"),
+                                       cl::init(0.0), cl::sub(compileCommand),
+                                       cl::cat(compileCategory));
+static cl::opt<double> compileWeightDecay("weight-decay", cl::desc("--train: weight decay"),
+                                          cl::init(0.0), cl::sub(compileCommand),
+                                          cl::cat(compileCategory));
+static cl::opt<double> compileEps("eps", cl::desc("--train --optimizer adamw: epsilon (default 1e-8)"),
+                                  cl::init(1e-8), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string> compileOutput("o", cl::desc("Output directory"), cl::value_desc("dir"),
                                           cl::Required, cl::sub(compileCommand),
                                           cl::cat(compileCategory));
@@ -153,9 +174,12 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (!compileTarget.empty() && compileTarget != "cpu")
     return sbpc::reportError("--target must be cpu, got '" + compileTarget +
                              "' (cuda is not built yet)");
+  if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
+    return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
   return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
                                 compileCluster, compileOutput, compileEmit == "report",
-                                compileIgnoreMemory, compileTarget});
+                                compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
+                                compileLr, compileMomentum, compileWeightDecay, compileEps});
 }
 
 int main(int argc, char **argv) {
@@ -180,7 +204,10 @@ int main(int argc, char **argv) {
   if (genCommand)
     result = runGenCommand(ctx);
   else if (runCommand)
-    result = llvm::sys::fs::is_directory(runModel.getValue())
+    result = runSteps.getNumOccurrences()
+                 ? sbpc::runTraining(ctx, {runModel, runParams, runInputs, runOutputDir, runSteps,
+                                           runMemoryLimit, runTimeout})
+             : llvm::sys::fs::is_directory(runModel.getValue())
                  ? sbpc::runCompiled(
                        {runModel, runParams, runInputs, runOutputDir, runMemoryLimit, runTimeout})
                  : sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});

@@ -1,0 +1,153 @@
+// `sbpc run --steps N`: a training-step program run N times, on one CPU
+// (the reference evaluator) or on its ranks, the same loop for both.
+#include "compiler/Driver/Commands.h"
+
+#include "compiler/Model/ModelSignature.h"
+#include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/Paths.h"
+#include "runtime/io/Npy.h"
+#include "runtime/io/Safetensors.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+
+using namespace mlir;
+using sbpc::absolutePath;
+using sbpc::joinPath;
+using sbpc::reportError;
+
+namespace {
+
+/// A parameter of the step program: its name and the shape in the file.
+struct StateEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// The parameters a step program loads and the outputs it stores.
+LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
+                       std::vector<StateEntry> &params, std::vector<std::string> &outputs) {
+  if (isDir) {
+    std::ifstream file(joinPath(target, "program.json"));
+    nlohmann::json manifest = nlohmann::json::parse(file, nullptr, false);
+    if (manifest.is_discarded() || !manifest.contains("loads"))
+      return reportError(target + " is not a compiled program (no readable program.json)");
+    for (const nlohmann::json &load : manifest["loads"])
+      if (load.value("kind", "") == "param")
+        params.push_back({load.value("name", ""),
+                          load.value("stored_shape", load.value("shape", std::vector<int64_t>{}))});
+    for (const nlohmann::json &output : manifest["outputs"])
+      outputs.push_back(output.value("name", ""));
+    return success();
+  }
+  OwningOpRef<ModuleOp> module = sbpc::parseModelFile(target, ctx);
+  if (!module)
+    return failure();
+  FailureOr<sbpc::ModelSignature> signature = sbpc::getModelSignature(*module);
+  if (failed(signature))
+    return failure();
+  for (const sbpc::ModelArgument &arg : signature->arguments)
+    if (arg.kind == sbpc::ModelArgument::Kind::Param)
+      params.push_back({arg.name, {arg.storedShape.begin(), arg.storedShape.end()}});
+  outputs = signature->outputs;
+  return success();
+}
+
+bool writeState(const std::string &path, const std::map<std::string, sbprt::Tensor> &state,
+                std::string &error) {
+  std::vector<std::pair<std::string, const sbprt::Tensor *>> tensors;
+  for (const auto &[name, tensor] : state)
+    tensors.push_back({name, &tensor});
+  return sbprt::io::writeSafetensors(path, tensors, error);
+}
+
+} // namespace
+
+LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
+  if (command.steps < 1)
+    return reportError("--steps must be at least 1, got " + std::to_string(command.steps));
+  bool isDir = llvm::sys::fs::is_directory(command.target);
+  std::vector<StateEntry> params;
+  std::vector<std::string> outputs;
+  if (failed(describe(ctx, command.target, isDir, params, outputs)))
+    return failure();
+  if (llvm::find(outputs, "loss") == outputs.end())
+    return reportError(command.target + " has no output named 'loss' to train");
+  bool isStep = llvm::any_of(params, [&](const StateEntry &p) {
+    return llvm::find(outputs, p.name) != outputs.end();
+  });
+  if (!isStep)
+    return reportError(command.target + " is not a training step (no output updates a "
+                                        "parameter); compile with --train");
+
+  // The state: every parameter from the file; optimizer states it lacks
+  // start at zero, the step counter at 1.
+  std::map<std::string, sbprt::Tensor> state;
+  std::string error;
+  if (command.paramsPath.empty())
+    return reportError("--steps needs --params FILE.safetensors");
+  std::optional<sbprt::io::SafetensorsFile> file =
+      sbprt::io::SafetensorsFile::open(command.paramsPath, error);
+  if (!file)
+    return reportError(error);
+  for (const StateEntry &param : params) {
+    sbprt::Tensor tensor;
+    if (const sbprt::io::SafetensorsEntry *entry = file->find(param.name)) {
+      if (!file->read(*entry, tensor, error))
+        return reportError(error);
+    } else if (llvm::StringRef(param.name).starts_with("optimizer.")) {
+      tensor = sbprt::Tensor(sbprt::DType::F32, param.shape);
+      if (param.name == "optimizer.step")
+        tensor.as<float>()[0] = 1.0f;
+    } else {
+      return reportError(command.paramsPath + ": has no parameter '" + param.name + "'");
+    }
+    state[param.name] = std::move(tensor);
+  }
+
+  std::string work = joinPath(command.outputDir, ".train");
+  if (std::error_code ec = llvm::sys::fs::create_directories(work))
+    return reportError(work + ": cannot create: " + ec.message());
+  std::string statePath = joinPath(work, "state.safetensors"), stepDir = joinPath(work, "step");
+  sbprt::Tensor losses(sbprt::DType::F32, {command.steps});
+  for (int64_t step = 0; step < command.steps; ++step) {
+    if (!writeState(statePath, state, error))
+      return reportError(error);
+    LogicalResult ran =
+        isDir ? runCompiled({command.target, statePath, command.inputs, stepDir,
+                             command.memoryLimit, command.timeout, /*quiet=*/true})
+              : runReference(ctx, {command.target, statePath, command.inputs, stepDir,
+                                   /*quiet=*/true});
+    if (failed(ran))
+      return reportError("step " + std::to_string(step + 1) + " of " +
+                         std::to_string(command.steps) + " failed");
+    for (const std::string &name : outputs) {
+      if (name != "loss" && !state.count(name))
+        continue;
+      sbprt::Tensor value;
+      if (!sbprt::io::readNpy(joinPath(stepDir, name + ".npy"), value, error))
+        return reportError(error);
+      if (name == "loss")
+        losses.as<float>()[step] = value.as<float>()[0];
+      else
+        state[name] = std::move(value);
+    }
+    llvm::errs() << "sbpc: step " << step + 1 << "/" << command.steps << ": loss "
+                 << losses.as<float>()[step] << "\n";
+  }
+  std::string lossPath = joinPath(command.outputDir, "losses.npy"),
+              paramsPath = joinPath(command.outputDir, "params.safetensors");
+  if (!sbprt::io::writeNpy(lossPath, losses, error) || !writeState(paramsPath, state, error))
+    return reportError(error);
+  llvm::sys::fs::remove_directories(work);
+  llvm::outs() << "wrote " << lossPath << " [" << command.steps << "]\n"
+               << "wrote " << paramsPath << " (" << state.size()
+               << " parameters and optimizer states)\n";
+  return success();
+}

@@ -1,0 +1,141 @@
+// --graph-optimizer: a differentiated model becomes one training step.
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Graph/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace sbpc::graph {
+#define GEN_PASS_DEF_GRAPHOPTIMIZER
+#include "passes/Graph/Passes.h.inc"
+} // namespace sbpc::graph
+
+using namespace mlir;
+using namespace sbpc::graph;
+
+namespace {
+
+struct Settings {
+  bool adamw;
+  double lr, momentum, beta1, beta2, eps, weightDecay;
+};
+
+LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
+  MLIRContext *ctx = fn.getContext();
+  Builder attrs(ctx);
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  llvm::StringMap<BlockArgument> params;
+  for (BlockArgument arg : fn.getArguments())
+    if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), GraphDialect::kParamAttr))
+      params[name.getValue()] = arg;
+
+  // The outputs to keep, and each gradient with its parameter.
+  SmallVector<std::pair<Value, StringAttr>> kept;
+  SmallVector<std::tuple<Value, BlockArgument, std::string>> updates;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto name = fn.getResultAttrOfType<StringAttr>(i, GraphDialect::kOutputAttr);
+    StringRef text = name ? name.getValue() : "";
+    if (!text.starts_with("grad.")) {
+      kept.push_back({value, name});
+      continue;
+    }
+    auto param = params.find(text.drop_front(5));
+    if (param == params.end())
+      return fn.emitOpError() << "output '" << text << "' names no parameter";
+    updates.push_back({value, param->second, text.drop_front(5).str()});
+  }
+  if (updates.empty())
+    return fn.emitOpError() << "has no grad.* outputs; run --graph-autodiff first";
+
+  // State arguments: typed as their parameter, and stored as it is, so
+  // that layouts (and strategies' seeds) apply to them alike.
+  auto addParam = [&](Type type, const std::string &name, DenseI64ArrayAttr stored) {
+    unsigned index = fn.getNumArguments();
+    SmallVector<NamedAttribute> argAttrs = {
+        attrs.getNamedAttr(GraphDialect::kParamAttr, attrs.getStringAttr(name))};
+    if (stored)
+      argAttrs.push_back(attrs.getNamedAttr(GraphDialect::kParamShapeAttr, stored));
+    (void)fn.insertArgument(index, type, attrs.getDictionaryAttr(argAttrs), fn.getLoc());
+    return fn.getArgument(index);
+  };
+  OpBuilder b(ret);
+  Location loc = ret.getLoc();
+  SmallVector<std::pair<Value, std::string>> next;
+  Value step;
+  if (settings.adamw) {
+    step = addParam(RankedTensorType::get({}, b.getF32Type()), "optimizer.step", nullptr);
+    auto one = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), 1.0f));
+    next.push_back({b.create<AddOp>(loc, step, one), "optimizer.step"});
+  }
+  for (auto [storedGrad, param, name] : updates) {
+    // The update runs in the parameter's type; what is returned is stored
+    // as the parameter is (the gradient's shape).
+    auto type = cast<RankedTensorType>(param.getType());
+    auto storedType = cast<RankedTensorType>(storedGrad.getType());
+    auto stored = fn.getArgAttrOfType<DenseI64ArrayAttr>(param.getArgNumber(),
+                                                         GraphDialect::kParamShapeAttr);
+    Value grad = storedGrad, value = param;
+    if (storedType != type)
+      grad = b.create<ReshapeOp>(loc, type, storedGrad);
+    auto store = [&](Value v) -> Value {
+      return v.getType() == storedType ? v : b.create<ReshapeOp>(loc, storedType, v);
+    };
+    if (settings.adamw) {
+      Value m = addParam(type, "optimizer.m." + name, stored);
+      Value v = addParam(type, "optimizer.v." + name, stored);
+      auto update = b.create<AdamwUpdateOp>(
+          loc, value, grad, m, v, step, b.getF64FloatAttr(settings.lr),
+          b.getF64FloatAttr(settings.beta1), b.getF64FloatAttr(settings.beta2),
+          b.getF64FloatAttr(settings.eps), b.getF64FloatAttr(settings.weightDecay));
+      next.push_back({store(update.getNewParam()), name});
+      next.push_back({store(update.getNewM()), "optimizer.m." + name});
+      next.push_back({store(update.getNewV()), "optimizer.v." + name});
+    } else {
+      Value velocity = addParam(type, "optimizer.velocity." + name, stored);
+      auto update = b.create<SgdUpdateOp>(loc, value, grad, velocity,
+                                          b.getF64FloatAttr(settings.lr),
+                                          b.getF64FloatAttr(settings.momentum),
+                                          b.getF64FloatAttr(settings.weightDecay));
+      next.push_back({store(update.getNewParam()), name});
+      next.push_back({store(update.getNewVelocity()), "optimizer.velocity." + name});
+    }
+  }
+
+  SmallVector<Value> results;
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> resultAttrs;
+  auto output = [&](Value value, StringAttr name) {
+    results.push_back(value);
+    types.push_back(value.getType());
+    resultAttrs.push_back(
+        name ? attrs.getDictionaryAttr({attrs.getNamedAttr(GraphDialect::kOutputAttr, name)})
+             : attrs.getDictionaryAttr({}));
+  };
+  for (auto [value, name] : kept)
+    output(value, name);
+  for (auto [value, name] : next)
+    output(value, attrs.getStringAttr(name));
+  ret->setOperands(results);
+  fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
+  fn.setAllResultAttrs(resultAttrs);
+  return success();
+}
+
+class GraphOptimizerPass : public sbpc::graph::impl::GraphOptimizerBase<GraphOptimizerPass> {
+public:
+  using GraphOptimizerBase::GraphOptimizerBase;
+
+  void runOnOperation() override {
+    if (optimizer != "sgd" && optimizer != "adamw") {
+      getOperation().emitError() << "optimizer must be sgd or adamw, got '" << optimizer << "'";
+      return signalPassFailure();
+    }
+    Settings settings{optimizer == "adamw", lr, momentum, beta1, beta2, eps, weightDecay};
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (!fn.isExternal() && failed(addOptimizer(fn, settings)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
