@@ -2,6 +2,7 @@
 #pragma once
 
 #include "compiler/Gen/ModelGen.h"
+#include "runtime/Layout.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -44,6 +45,26 @@ mlir::LogicalResult runReference(mlir::MLIRContext &ctx, const RunCommand &comma
 /// under mpirun) with the given parameters and inputs, assembles every
 /// output into <outputDir>/<name>.npy and what the ranks measured into
 /// <outputDir>/run.json. A failing rank's message becomes the error.
+/// What a compiled directory's program.json says: the mesh, what the
+/// programs load (parameters in their stored shape, inputs) and store.
+struct ProgramManifest {
+  struct Load {
+    bool isParam;
+    std::string name;
+    std::vector<int64_t> storedShape;
+  };
+  struct Output {
+    std::string name;
+    sbprt::NdSbp layout;
+  };
+  sbprt::Mesh mesh;
+  std::vector<Load> loads;
+  std::vector<Output> outputs;
+};
+/// Reads `dir`/program.json; a one-line error if it is missing or is not
+/// one sbpc compile wrote.
+mlir::FailureOr<ProgramManifest> readProgramManifest(const std::string &dir);
+
 struct RunCompiledCommand {
   std::string programDir;
   std::string paramsPath;

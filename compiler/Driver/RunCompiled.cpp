@@ -42,33 +42,49 @@ std::string failureLine(const std::string &log) {
 
 } // namespace
 
-LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
-  std::string manifestPath = joinPath(command.programDir, "program.json");
-  std::ifstream manifestFile(manifestPath);
-  if (!manifestFile)
-    return reportError(command.programDir +
-                       " is not a compiled program (no program.json; compile with --target cpu)");
-  nlohmann::json manifest = nlohmann::json::parse(manifestFile, nullptr, false);
-  sbprt::Mesh mesh;
+FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &dir) {
+  std::string path = joinPath(dir, "program.json");
+  std::ifstream file(path);
+  if (!file)
+    return reportError(dir + " is not a compiled program (no program.json; compile with "
+                             "--target cpu)");
+  nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
+  ProgramManifest manifest;
   // A hand-edited or foreign file is an error, not an exception.
   try {
-    if (manifest.is_discarded())
+    if (json.is_discarded())
       throw std::runtime_error("not JSON");
-    mesh = {manifest.at("mesh").at("axes").get<std::vector<std::string>>(),
-            manifest.at("mesh").at("shape").get<std::vector<int64_t>>()};
-    std::string problem = sbprt::checkMesh(mesh);
+    manifest.mesh = {json.at("mesh").at("axes").get<std::vector<std::string>>(),
+                     json.at("mesh").at("shape").get<std::vector<int64_t>>()};
+    std::string problem = sbprt::checkMesh(manifest.mesh);
     if (!problem.empty())
       throw std::runtime_error(problem);
-    if (manifest.at("ranks").get<int64_t>() != mesh.numDevices())
+    if (json.at("ranks").get<int64_t>() != manifest.mesh.numDevices())
       throw std::runtime_error("its rank count is not its mesh's");
-    for (const nlohmann::json &load : manifest.at("loads"))
-      (void)load.at("kind").get<std::string>(), (void)load.at("name").get<std::string>();
-    for (const nlohmann::json &output : manifest.at("outputs"))
-      (void)output.at("name").get<std::string>(), (void)output.at("layout").get<std::string>();
+    for (const nlohmann::json &load : json.at("loads"))
+      manifest.loads.push_back({load.at("kind").get<std::string>() == "param",
+                                load.at("name").get<std::string>(),
+                                load.at("stored_shape").get<std::vector<int64_t>>()});
+    for (const nlohmann::json &output : json.at("outputs")) {
+      std::string name = output.at("name").get<std::string>();
+      std::optional<sbprt::NdSbp> layout =
+          sbprt::parseLayout(output.at("layout").get<std::string>());
+      if (!layout)
+        throw std::runtime_error("output '" + name + "' has no layout");
+      manifest.outputs.push_back({name, *layout});
+    }
   } catch (const std::exception &e) {
-    return reportError(manifestPath + ": not a program description written by sbpc compile (" +
+    return reportError(path + ": not a program description written by sbpc compile (" +
                        e.what() + ")");
   }
+  return manifest;
+}
+
+LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
+  FailureOr<ProgramManifest> manifest = readProgramManifest(command.programDir);
+  if (failed(manifest))
+    return failure();
+  const sbprt::Mesh &mesh = manifest->mesh;
 
   // Every input the program loads, and no other, before starting any rank.
   std::map<std::string, std::string> inputs;
@@ -81,9 +97,9 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   }
   std::set<std::string> wanted;
   bool needsParams = false;
-  for (const nlohmann::json &load : manifest["loads"]) {
-    std::string name = load["name"].get<std::string>();
-    if (load["kind"] == "param") {
+  for (const ProgramManifest::Load &load : manifest->loads) {
+    const std::string &name = load.name;
+    if (load.isParam) {
       needsParams = true;
     } else {
       wanted.insert(name);
@@ -119,7 +135,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
   std::string error;
-  int64_t ranks = manifest["ranks"].get<int64_t>();
+  int64_t ranks = mesh.numDevices();
   if (!command.quiet)
     llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
   int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
@@ -128,11 +144,9 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
                        " (the job's output is in " + log + ")");
 
   // Outputs: every rank's shard where it wrote one, assembled as laid out.
-  for (const nlohmann::json &output : manifest["outputs"]) {
-    std::string name = output["name"].get<std::string>();
-    std::optional<sbprt::NdSbp> layout = sbprt::parseLayout(output["layout"].get<std::string>());
-    if (!layout)
-      return reportError(manifestPath + ": output '" + name + "' has no layout");
+  for (const ProgramManifest::Output &output : manifest->outputs) {
+    const std::string &name = output.name;
+    const sbprt::NdSbp *layout = &output.layout;
     sbprt::sim::Shards parts(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
       std::string path = joinPath(shards, name + ".rank" + std::to_string(r) + ".npy");

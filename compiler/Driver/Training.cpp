@@ -12,9 +12,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <nlohmann/json.hpp>
-
-#include <fstream>
 #include <map>
 
 using namespace mlir;
@@ -34,16 +31,14 @@ struct StateEntry {
 LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
                        std::vector<StateEntry> &params, std::vector<std::string> &outputs) {
   if (isDir) {
-    std::ifstream file(joinPath(target, "program.json"));
-    nlohmann::json manifest = nlohmann::json::parse(file, nullptr, false);
-    if (manifest.is_discarded() || !manifest.contains("loads"))
-      return reportError(target + " is not a compiled program (no readable program.json)");
-    for (const nlohmann::json &load : manifest["loads"])
-      if (load.value("kind", "") == "param")
-        params.push_back({load.value("name", ""),
-                          load.value("stored_shape", load.value("shape", std::vector<int64_t>{}))});
-    for (const nlohmann::json &output : manifest["outputs"])
-      outputs.push_back(output.value("name", ""));
+    FailureOr<sbpc::ProgramManifest> manifest = sbpc::readProgramManifest(target);
+    if (failed(manifest))
+      return failure();
+    for (const sbpc::ProgramManifest::Load &load : manifest->loads)
+      if (load.isParam)
+        params.push_back({load.name, load.storedShape});
+    for (const sbpc::ProgramManifest::Output &output : manifest->outputs)
+      outputs.push_back(output.name);
     return success();
   }
   OwningOpRef<ModuleOp> module = sbpc::parseModelFile(target, ctx);

@@ -19,6 +19,7 @@
 #include <fstream>
 
 using namespace mlir;
+using sbpc::absolutePath;
 using sbpc::joinPath;
 
 namespace {
@@ -58,19 +59,22 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name) {
   if (!found)
     return sbpc::reportError("the host C++ compiler '" + cxx +
                              "' was not found (set SBPC_CXX to another)");
-  llvm::SmallString<256> root(dir);
-  llvm::sys::fs::make_absolute(root);
-  std::vector<std::string> args = {*found, "-std=c++17", "-O1", "-w", "-I", kRuntimeInclude,
-                                   source, "-o", binary};
-  llvm::SmallVector<llvm::StringRef> flags;
-  llvm::StringRef(kCxxFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef flag : flags)
-    args.push_back(flag.str());
-  for (const char *library : kRuntimeLibraries)
-    args.push_back(library);
-  args.push_back("-lpthread");
+  // build.sh runs from the bundle, sbpc from anywhere: the same command
+  // with relative or absolute paths.
+  auto commandLine = [&](const std::string &src, const std::string &bin) {
+    std::vector<std::string> args = {*found, "-std=c++17", "-O1", "-w", "-I", kRuntimeInclude,
+                                     src, "-o", bin};
+    llvm::SmallVector<llvm::StringRef> flags;
+    llvm::StringRef(kCxxFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef flag : flags)
+      args.push_back(flag.str());
+    for (const char *library : kRuntimeLibraries)
+      args.push_back(library);
+    args.push_back("-lpthread");
+    return args;
+  };
   std::string command;
-  for (const std::string &arg : args)
+  for (const std::string &arg : commandLine(source, binary))
     command += (command.empty() ? "" : " ") + shellWord(arg);
   std::string error;
   if (!writeText(script,
@@ -81,9 +85,9 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name) {
   llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
                                             llvm::sys::fs::perms::owner_write |
                                             llvm::sys::fs::perms::all_exe);
-  // Run from anywhere: the same command with the bundle's paths made absolute.
-  args[6] = joinPath(root.str().str(), source);
-  args[8] = joinPath(root.str().str(), binary);
+  std::string absoluteSource = absolutePath(joinPath(dir, source));
+  std::vector<std::string> args =
+      commandLine(absoluteSource, absolutePath(joinPath(dir, binary)));
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
@@ -98,7 +102,7 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name) {
       first = line;
       break;
     }
-  return sbpc::reportError("building " + args[6] + " failed" +
+  return sbpc::reportError("building " + absoluteSource + " failed" +
                            (error.empty() ? "" : " (" + error + ")") +
                            (first.empty() ? "" : ": " + first) + " (full output in " + log + ")");
 }

@@ -49,6 +49,21 @@ TEST(LayoutTest, Prints) {
                       Sbp::partial(Sbp::Reduce::Sum)}));
 }
 
+// program.json stores layouts as text: parsing reverses printing, and
+// anything else is refused.
+TEST(LayoutTest, ParsesWhatItPrints) {
+  for (const NdSbp &layout :
+       std::vector<NdSbp>{{Sbp::split(12), Sbp::partial(Sbp::Reduce::Max)},
+                          {Sbp::broadcast()},
+                          {Sbp::partial(Sbp::Reduce::Sum), Sbp::split(0), Sbp::broadcast()}}) {
+    std::optional<NdSbp> parsed = parseLayout(toString(layout));
+    ASSERT_TRUE(parsed) << toString(layout);
+    EXPECT_EQ(*parsed, layout);
+  }
+  for (const char *bad : {"", "[", "S(0)", "[S()]", "[S(x)]", "[P(min)]", "[B, Q]", "[S(-1)]"})
+    EXPECT_FALSE(parseLayout(bad)) << bad;
+}
+
 TEST(LayoutTest, ChecksArityRangeAndDivisibility) {
   Mesh mesh{{"dp", "tp"}, {2, 4}};
   EXPECT_EQ("", checkLayout(mesh, {Sbp::split(0), Sbp::split(1)}, {6, 8}));

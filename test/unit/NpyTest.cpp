@@ -217,3 +217,35 @@ TEST_F(NpyTest, ReportsUnwritablePath) {
 }
 
 } // namespace
+
+// A rank reads only its block: every block of a 3-D array equals the same
+// block cut from the whole, and a block outside the array is refused with
+// the array's shape reported.
+TEST_F(NpyTest, ReadsBlocks) {
+  Tensor whole = randomTensor(DType::F32, {4, 3, 6}, 9);
+  std::string path = tempPath("block.npy");
+  std::string error;
+  ASSERT_TRUE(writeNpy(path, whole, error)) << error;
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> blocks = {
+      {{0, 0, 0}, {4, 3, 6}}, {{2, 0, 0}, {2, 3, 6}}, {{0, 1, 0}, {4, 1, 6}},
+      {{1, 0, 3}, {2, 3, 3}}, {{3, 2, 5}, {1, 1, 1}}};
+  for (const auto &[offsets, sizes] : blocks) {
+    SCOPED_TRACE(shapeToString(offsets) + " " + shapeToString(sizes));
+    Tensor block;
+    std::vector<int64_t> shape;
+    ASSERT_TRUE(io::readNpySlice(path, offsets, sizes, block, shape, error)) << error;
+    EXPECT_EQ(shape, whole.shape());
+    ASSERT_EQ(block.shape(), sizes);
+    int64_t k = 0;
+    for (int64_t i = 0; i < sizes[0]; ++i)
+      for (int64_t j = 0; j < sizes[1]; ++j)
+        for (int64_t l = 0; l < sizes[2]; ++l)
+          EXPECT_EQ(block.as<float>()[k++],
+                    whole.as<float>()[((offsets[0] + i) * 3 + offsets[1] + j) * 6 + offsets[2] + l]);
+  }
+  Tensor block;
+  std::vector<int64_t> shape;
+  EXPECT_FALSE(io::readNpySlice(path, {3, 0, 0}, {2, 3, 6}, block, shape, error));
+  expectMessage(path, error, "out of bounds for shape [4, 3, 6]");
+  EXPECT_EQ(shape, whole.shape());
+}
