@@ -5,12 +5,12 @@ SHELL := /bin/bash
 BUILD ?= build
 PACKAGES := cmake ninja-build g++ make libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
             nlohmann-json3-dev libgtest-dev libopenblas-dev libopenmpi-dev openmpi-bin \
-            python3 python3-numpy python3-venv
+            python3 python3-numpy python3-venv python3-torch
 LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
 
-.PHONY: all deps build test check-sanitizers demo docs bench-search clean
+.PHONY: all deps build test test-training-matrix check-sanitizers demo docs bench-search clean
 
 all: build
 
@@ -68,6 +68,15 @@ demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo
 
 # Refresh the dialect and pass references in docs/ from ODS.
+# Training's full matrix (make test runs a covering subset): MLP and GPT,
+# dp / tp / dp-tp / auto, each ZeRO stage x micro-batches 1, 4 x
+# recomputation none, full; 128 cases of 10 steps, about an hour on 2 cores.
+test-training-matrix: build
+	PATH=$(CURDIR)/$(BUILD)/bin:$$PATH /usr/bin/python3 test/e2e/train_suite.py --workdir $(BUILD)/matrix/mlp \
+	  --model mlp --matrix --cases dp@x=2 tp@x=2 dp-tp@dp=2,tp=2 auto@dp=2,tp=2
+	PATH=$(CURDIR)/$(BUILD)/bin:$$PATH /usr/bin/python3 test/e2e/train_suite.py --workdir $(BUILD)/matrix/gpt \
+	  --model gpt --batch 8 --eps 1e-5 --matrix --cases dp@x=2 tp@x=2 dp-tp@dp=2,tp=2 auto@dp=2,tp=2
+
 docs: build
 	@cp $(BUILD)/dialects/Graph/IR/GraphDialect.md docs/dialects/graph.md
 	@cp $(BUILD)/dialects/Sbp/IR/SbpDialect.md docs/dialects/sbp.md

@@ -80,7 +80,12 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
     return failure();
   if (command.train) {
     PassManager train(&ctx);
-    train.addPass(graph::createGraphAutodiff());
+    graph::GraphAutodiffOptions autodiff;
+    autodiff.recompute = command.recompute;
+    train.addPass(graph::createGraphAutodiff(autodiff));
+    sbp::SbpMicroBatchesOptions microBatches;
+    microBatches.count = command.microBatches;
+    train.addPass(sbp::createSbpMicroBatches(microBatches));
     graph::GraphOptimizerOptions optimizer;
     optimizer.optimizer = command.optimizer;
     optimizer.lr = command.lr;
@@ -133,23 +138,30 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   if (seeds->residualStream)
     pinResidualStream(model->func, meshOp, *seeds->residualStream);
 
+  // The search or propagation chooses every signature, ZeRO splits the
+  // updates of a training step, boxing makes every change explicit.
   PassManager pm(&ctx);
   auto start = std::chrono::steady_clock::now();
   if (isSearchStrategy(command.strategy)) {
-    // The search chooses every signature; boxing makes its changes explicit.
     sbp::SbpSearchOptions search;
     search.algorithm = command.strategy;
     search.cluster = command.cluster;
     search.memoryCheck = !command.ignoreMemory;
     pm.addPass(sbp::createSbpSearch(search));
-    sbp::SbpInsertBoxingOptions boxing;
-    boxing.cluster = command.cluster;
-    pm.addPass(sbp::createSbpInsertBoxing(boxing));
   } else {
-    sbp::SbpPipelineOptions pipeline;
-    pipeline.cluster = command.cluster;
-    sbp::buildSbpPipeline(pm, pipeline);
+    sbp::SbpPropagateOptions propagate;
+    propagate.cluster = command.cluster;
+    pm.addPass(sbp::createSbpPropagate(propagate));
   }
+  if (command.train) {
+    sbp::SbpZeroOptions zero;
+    zero.stage = command.zero;
+    zero.cluster = command.cluster;
+    pm.addPass(sbp::createSbpZero(zero));
+  }
+  sbp::SbpInsertBoxingOptions boxing;
+  boxing.cluster = command.cluster;
+  pm.addPass(sbp::createSbpInsertBoxing(boxing));
   if (failed(pm.run(*module)))
     return failure();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -23,6 +23,9 @@ struct CompileCommand {
   bool train = false;
   std::string optimizer = "adamw"; // sgd | adamw
   double lr = 1e-3, momentum = 0, weightDecay = 0, eps = 1e-8;
+  int64_t zero = 0;               // ZeRO stage 0..3 (--sbp-zero)
+  int64_t microBatches = 1;       // gradient accumulation (--sbp-micro-batches)
+  std::string recompute = "none"; // none | full | selective (--graph-autodiff)
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

@@ -140,9 +140,16 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
               paramsPath = joinPath(command.outputDir, "params.safetensors");
   if (!sbprt::io::writeNpy(lossPath, losses, error) || !writeState(paramsPath, state, error))
     return reportError(error);
+  // The ranks' measurements (bytes sent, arena peak) of the last step.
+  std::string runPath = joinPath(command.outputDir, "run.json");
+  if (isDir)
+    if (std::error_code ec = llvm::sys::fs::copy_file(joinPath(stepDir, "run.json"), runPath))
+      return reportError(runPath + ": cannot write: " + ec.message());
   llvm::sys::fs::remove_directories(work);
   llvm::outs() << "wrote " << lossPath << " [" << command.steps << "]\n"
                << "wrote " << paramsPath << " (" << state.size()
                << " parameters and optimizer states)\n";
+  if (isDir)
+    llvm::outs() << "wrote " << runPath << " (the last step's measurements per rank)\n";
   return success();
 }

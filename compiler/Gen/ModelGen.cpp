@@ -47,8 +47,18 @@ public:
   }
 
   template <typename OpT, typename... Args> Value op(Args &&...args) {
-    return b.create<OpT>(b.getUnknownLoc(), std::forward<Args>(args)...).getResult();
+    Operation *op = b.create<OpT>(b.getUnknownLoc(), std::forward<Args>(args)...);
+    if (!region.empty())
+      op->setAttr(GraphDialect::kRegionAttr, b.getStringAttr(region));
+    if (selective)
+      op->setAttr(GraphDialect::kSelectiveAttr, b.getUnitAttr());
+    return op->getResult(0);
   }
+
+  /// The block (graph.region) the ops built next belong to; "" for none.
+  std::string region;
+  /// Whether the ops built next are cheap to recompute (graph.selective).
+  bool selective = false;
 
   Value scalar(float value) {
     return op<ConstantOp>(DenseElementsAttr::get(f32({}), value));
@@ -158,10 +168,14 @@ static Value attention(ModelBuilder &m, Value x, const LayerParams &p, const sbp
     Value proj = m.reshape(m.linear(x, w, bias), {b, s, nh, d});
     heads[j] = m.op<TransposeOp>(proj, ArrayRef<int64_t>{0, 2, 1, 3});
   }
+  // The attention core: its scores and probabilities are [B, heads, S, S],
+  // the largest activations, and cheap to recompute.
+  m.selective = true;
   Value scores = m.op<MatmulOp>(heads[0], heads[1], /*transpose_lhs=*/false,
                                 /*transpose_rhs=*/true);
   Value probs = m.op<SoftmaxOp>(m.op<CausalMaskOp>(m.op<MulOp>(scores, scale)), 3);
   Value context = m.op<MatmulOp>(probs, heads[2]);
+  m.selective = false;
   Value merged = m.op<TransposeOp>(context, ArrayRef<int64_t>{0, 2, 1, 3});
   return m.reshape(merged, {b, s, h});
 }
@@ -217,13 +231,15 @@ sbpc::GeneratedModel sbpc::buildGpt(MLIRContext *ctx, const GptOptions &o, std::
                      : m.op<SliceOp>(wpe, ArrayRef<int64_t>{0, 0}, ArrayRef<int64_t>{s, h});
   Value x = m.op<AddOp>(m.op<EmbeddingOp>(wte, tokens), positionsUsed);
   Value scale = m.scalar(1.0f / std::sqrt(static_cast<float>(o.hidden / o.heads)));
-  for (const LayerParams &l : layers) {
+  for (auto [i, l] : llvm::enumerate(layers)) {
+    m.region = "h." + std::to_string(i);
     Value a = m.layerNorm(x, l.ln1Scale, l.ln1Bias);
     x = m.op<AddOp>(x, m.linear(attention(m, a, l, o, scale), l.projWeight, l.projBias));
     Value f = m.layerNorm(x, l.ln2Scale, l.ln2Bias);
     f = m.op<GeluOp>(m.linear(f, l.fcWeight, l.fcBias));
     x = m.op<AddOp>(x, m.linear(f, l.fcProjWeight, l.fcProjBias));
   }
+  m.region.clear();
   x = m.layerNorm(x, lnfScale, lnfBias);
   Value logits = m.op<MatmulOp>(x, wte, /*transpose_lhs=*/false, /*transpose_rhs=*/true);
   m.output("logits", logits);
@@ -251,10 +267,12 @@ sbpc::GeneratedModel sbpc::buildMlp(MLIRContext *ctx, const MlpOptions &o, std::
     weights.emplace_back(w, m.param(p + "bias", {out}, kZeros));
   }
   for (auto [i, wb] : llvm::enumerate(weights)) {
+    m.region = "fc" + std::to_string(i);
     x = m.linear(x, wb.first, wb.second);
     if (i + 1 < weights.size())
       x = m.op<ReluOp>(x);
   }
+  m.region.clear();
   m.output("logits", x);
   if (o.loss)
     m.output("loss", m.meanCrossEntropy(x, targets, o.batch));

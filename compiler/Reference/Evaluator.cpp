@@ -130,9 +130,11 @@ LogicalResult Evaluator::run(Operation *op) {
         return success();
       })
       .Case([&](SliceOp o) {
-        cpu::slice(f32(o.getInput()), sizeof(float), shape(o.getInput()),
+        sbprt::Tensor &y = out(o); // first: inserting may move the input
+        const sbprt::Tensor &x = in(o.getInput());
+        cpu::slice(x.data(), sbprt::dtypeSize(x.dtype()), shape(o.getInput()),
                    {o.getStarts().begin(), o.getStarts().end()},
-                   {o.getLimits().begin(), o.getLimits().end()}, outF32(o));
+                   {o.getLimits().begin(), o.getLimits().end()}, y.data());
         return success();
       })
       .Case([&](ConcatOp o) {

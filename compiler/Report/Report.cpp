@@ -50,11 +50,6 @@ nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layou
   return {{"value", names(v)}, {"shape", shapeOf(v)}, {"sbp", sbprt::toString(layout)}};
 }
 
-double localBytes(const sbprt::Mesh &mesh, Value v, const sbprt::NdSbp &layout) {
-  return static_cast<double>(elementBytes(v)) *
-         sbprt::numElements(localShape(mesh, layout, shapeOf(v)));
-}
-
 } // namespace
 
 nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
@@ -63,6 +58,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   BoxingPlans plans(mesh, inputs.cluster);
   nlohmann::json ops = nlohmann::json::array(), boxings = nlohmann::json::array();
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
+  nlohmann::json zero;
   double compute = 0, comm = 0, commBytes = 0, argBytes = 0, peakActivations = 0;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
@@ -78,9 +74,22 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         else if (auto real = dyn_cast<FloatAttr>(entry.getValue()))
           search[entry.getName().str()] = real.getValueAsDouble();
       }
+    // What --sbp-zero recorded (training steps).
+    if (auto details = fn->getAttrOfType<DictionaryAttr>(kFuncZero)) {
+      for (NamedAttribute entry : details) {
+        if (auto integer = dyn_cast<IntegerAttr>(entry.getValue()))
+          zero[entry.getName().str()] = integer.getInt();
+        else if (auto list = dyn_cast<ArrayAttr>(entry.getValue()))
+          zero[entry.getName().str()] = llvm::to_vector(
+              llvm::map_range(list.getAsValueRange<StringAttr>(), [](StringRef s) { return s.str(); }));
+      }
+      zero["model_state_bytes_per_rank"] = zero.value("param_bytes_per_rank", 0) +
+                                           zero.value("gradient_bytes_per_rank", 0) +
+                                           zero.value("optimizer_state_bytes_per_rank", 0);
+    }
     for (BlockArgument arg : fn.getArguments())
       if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
-        argBytes += localBytes(mesh, arg, *layout);
+        argBytes += static_cast<double>(localBytes(mesh, *layout, arg));
     // Activations live from their op to their last use.
     double live = 0;
     llvm::DenseMap<Operation *, double> freedAfter;
@@ -144,7 +153,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       // Results become live; values whose last use this is die after it.
       for (Value result : op.getResults()) {
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
-        double bytes = layout ? localBytes(mesh, result, *layout) : 0;
+        double bytes = layout ? static_cast<double>(localBytes(mesh, *layout, result)) : 0;
         live += bytes;
         Operation *last = nullptr;
         for (Operation *user : result.getUsers())
@@ -159,7 +168,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
                             {"device_memory_bytes", inputs.cluster.memoryBytes}};
-  return {
+  nlohmann::json report = {
       {"version", 1},
       {"model", inputs.model},
       {"mesh", {{"spec", inputs.mesh}, {"axes", mesh.axes}, {"shape", mesh.shape}}},
@@ -176,4 +185,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         {"peak_memory_bytes", argBytes + peakActivations},
         {"fits_device_memory", argBytes + peakActivations <= inputs.cluster.memoryBytes}}},
   };
+  if (!zero.is_null())
+    report["zero"] = zero;
+  return report;
 }

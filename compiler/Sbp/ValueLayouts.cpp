@@ -76,6 +76,13 @@ size_t elementBytes(Value value) {
   return cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() / 8;
 }
 
+int64_t localBytes(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, Value value) {
+  int64_t n = static_cast<int64_t>(elementBytes(value));
+  for (int64_t extent : localShape(mesh, layout, shapeOf(value)))
+    n *= extent;
+  return n;
+}
+
 double computeSecondsOf(Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
                         const Cluster &cluster) {
   std::vector<Shape> operands, results;

@@ -29,6 +29,13 @@ constexpr llvm::StringLiteral kFuncMesh = "sbp.mesh";
 /// its runner-up signature (operands, results, plan_seconds).
 constexpr llvm::StringLiteral kFuncSearch = "sbp.search";
 constexpr llvm::StringLiteral kRunnerUp = "sbp.runner_up";
+/// Set by --sbp-zero on the function: the stage, the data-parallel axes and
+/// the bytes of parameters, gradients and optimizer states per rank.
+constexpr llvm::StringLiteral kFuncZero = "sbp.zero";
+/// Function argument attribute: gather this argument once per consumer
+/// rather than once for all (ZeRO-3's parameters), so that the whole copy
+/// lives only around each use.
+constexpr llvm::StringLiteral kGatherPerUse = "sbp.gather_per_use";
 
 /// The module's only sbp.mesh; an error at the module otherwise.
 mlir::FailureOr<MeshOp> findMesh(mlir::ModuleOp module);
@@ -52,6 +59,8 @@ std::string checkValueLayout(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout
 /// The shape and element size of a tensor value.
 std::vector<int64_t> shapeOf(mlir::Value value);
 size_t elementBytes(mlir::Value value);
+/// The bytes of the part of `value` one rank holds when laid out as `layout`.
+int64_t localBytes(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, mlir::Value value);
 
 /// Compute time of `op` under `sig`: its FLOPs and the bytes it touches on
 /// the local shapes.

@@ -308,7 +308,7 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
         return success();
       })
       .Case([&](SliceOp o) {
-        line(llvm::formatv("cpu::slice({0}, sizeof(float), {1}, {2}, {3}, {4});",
+        line(llvm::formatv("cpu::slice({0}, sizeof(*{0}), {1}, {2}, {3}, {4});",
                            ref(o.getInput()), shape(o.getInput()), list(o.getStarts()),
                            list(o.getLimits()), ref(o.getResult())));
         return success();

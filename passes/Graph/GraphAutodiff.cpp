@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace sbpc::graph {
 #define GEN_PASS_DEF_GRAPHAUTODIFF
@@ -16,7 +18,68 @@ using namespace sbpc::graph;
 
 namespace {
 
-LogicalResult differentiate(func::FuncOp fn, StringRef lossName) {
+/// Recomputation: the forward ops of each block (graph.region; with
+/// `selective`, only its graph.selective ops) whose results the backward
+/// pass uses are cloned just before the first backward op that needs one,
+/// and the backward pass uses the clones. The originals then die in the
+/// forward pass; only what the block takes from outside and what it hands
+/// on to forward ops outside it (its checkpoints) stay live in between.
+void addRecomputation(func::FuncOp fn, ArrayRef<Operation *> forward, bool selective) {
+  llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
+  llvm::MapVector<StringRef, SmallVector<Operation *>> regions;
+  for (Operation *op : forward)
+    if (auto region = op->getAttrOfType<StringAttr>(GraphDialect::kRegionAttr))
+      if (!selective || op->hasAttr(GraphDialect::kSelectiveAttr))
+        regions[region.getValue()].push_back(op);
+  for (auto &[name, ops] : regions) {
+    llvm::DenseSet<Operation *> inRegion(ops.begin(), ops.end());
+    // Results the backward pass uses, unless forward ops outside the
+    // region (or the function's results) use them too: those are kept.
+    auto isBackward = [&](Operation *user) {
+      return !isForward.contains(user) && !user->hasTrait<OpTrait::IsTerminator>();
+    };
+    auto kept = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *user) {
+        return !isBackward(user) && !inRegion.contains(user);
+      });
+    };
+    Operation *first = nullptr;
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Operation *> stack;
+    for (Operation *op : ops)
+      for (Value result : op->getResults())
+        if (!kept(result))
+          for (Operation *user : result.getUsers())
+            if (isBackward(user)) {
+              if (!first || user->isBeforeInBlock(first))
+                first = user;
+              if (needed.insert(op).second)
+                stack.push_back(op);
+            }
+    if (!first)
+      continue;
+    // The region's ops those results depend on, up to kept values.
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && inRegion.contains(def) && !kept(operand) && needed.insert(def).second)
+          stack.push_back(def);
+    }
+    OpBuilder b(first);
+    IRMapping mapping;
+    for (Operation *op : ops)
+      if (needed.contains(op))
+        b.clone(*op, mapping);
+    for (Operation *op : ops)
+      if (needed.contains(op))
+        for (Value result : op->getResults())
+          result.replaceUsesWithIf(mapping.lookup(result),
+                                   [&](OpOperand &use) { return isBackward(use.getOwner()); });
+  }
+}
+
+LogicalResult differentiate(func::FuncOp fn, StringRef lossName, StringRef recomputeMode) {
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   std::optional<unsigned> lossIndex;
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
@@ -103,6 +166,8 @@ LogicalResult differentiate(func::FuncOp fn, StringRef lossName) {
     fn.setResultAttr(first + i, GraphDialect::kOutputAttr,
                      b.getStringAttr("grad." + name.getValue()));
   }
+  if (recomputeMode != "none")
+    addRecomputation(fn, forward, recomputeMode == "selective");
   // Gradients nobody needs (of inputs, of unused branches) go.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(fn.getBody().front())))
     if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() && isPure(&op))
@@ -115,8 +180,13 @@ public:
   using GraphAutodiffBase::GraphAutodiffBase;
 
   void runOnOperation() override {
+    if (recompute != "none" && recompute != "full" && recompute != "selective") {
+      getOperation().emitError() << "recompute must be none, full or selective, got '"
+                                 << recompute << "'";
+      return signalPassFailure();
+    }
     for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (!fn.isExternal() && failed(differentiate(fn, loss)))
+      if (!fn.isExternal() && failed(differentiate(fn, loss, recompute)))
         return signalPassFailure();
   }
 };

@@ -28,10 +28,23 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
     ```
     An op without a gradient rule on that path (`reduce_max`, a gradient
     op) is an error at the op.
+
+    `recompute=full` trades compute for memory: for every block of the
+    model (ops marked `graph.region = "NAME"`), the forward ops whose
+    results the backward pass uses are cloned just before the first
+    backward op that needs them, and the backward pass uses the clones; the
+    forward results then die in the forward pass, and only the block's
+    checkpoints (what it takes from outside and what it hands on to forward
+    ops outside it) stay live until its backward. `recompute=selective`
+    does this only for the ops also marked `graph.selective` (attention's
+    scores and probabilities: large and cheap to recompute). `sbpc gen`
+    marks each GPT layer and each MLP layer, and the attention core.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
            "The graph.output name of the scalar to differentiate">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "none, full (each graph.region) or selective (its graph.selective ops)">,
   ];
   let dependentDialects = ["::sbpc::graph::GraphDialect"];
 }

@@ -101,6 +101,71 @@ def SbpInsertBoxing : Pass<"sbp-insert-boxing", "mlir::ModuleOp"> {
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
 
+def SbpMicroBatches : Pass<"sbp-micro-batches", "mlir::ModuleOp"> {
+  let summary = "runs each function on micro-batches of its inputs and combines the results";
+  let description = [{
+    Gradient accumulation, before a mesh is chosen (after
+    `--graph-autodiff`, before `--graph-optimizer`): each function's body
+    runs `count` times, on micro-batch `i` of every `graph.input` (rows `i`,
+    `i + count`, ... of dimension 0, the batch), one micro-batch's forward
+    and backward after the other, and each result is combined as soon as a
+    micro-batch has it. How to combine follows from the SBP rules: the
+    function is laid out (on a copy) over a mesh axis of `count` with the
+    inputs `S(0)` and the parameters `B`; a result that comes out `P(sum)`
+    (a loss summed over examples and scaled by the whole batch, every
+    gradient) is the sum over micro-batches, an `S(0)` one (logits) is
+    their rows back in order, a `B` one is any micro-batch's. An op that
+    would need data from another micro-batch (a boxing in that layout), or
+    a result laid out otherwise, is an error.
+
+    ```mlir
+    // count=2, x: tensor<4x8xf32>: micro-batch 1 is rows 1 and 3
+    %g = graph.reshape %x : (tensor<4x8xf32>) -> tensor<2x2x8xf32>
+    %s = graph.slice %g starts [0, 1, 0] limits [2, 2, 8]
+        : (tensor<2x2x8xf32>) -> tensor<2x1x8xf32>
+    %x1 = graph.reshape %s : (tensor<2x1x8xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", /*default=*/"1", "Number of micro-batches">,
+  ];
+  let dependentDialects = ["::sbpc::sbp::SbpDialect", "::sbpc::graph::GraphDialect"];
+}
+
+def SbpZero : Pass<"sbp-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO: shards optimizer updates, states, gradients and parameters on the data-parallel axes";
+  let description = [{
+    After `--sbp-propagate` (or `--sbp-search`) and before
+    `--sbp-insert-boxing`, on a training step (`--graph-optimizer`). The
+    data-parallel axes are the mesh axes on which an input's batch
+    (dimension 0) is split. Every `graph.adamw_update` / `graph.sgd_update`
+    whose parameter is `B` on such an axis is split there, `S(d)` along the
+    parameter's largest dimension that divides, on all operands and results
+    but AdamW's step count. Then, by `stage`:
+
+    - 1: the optimizer states' arguments are laid out split (each rank
+      loads and stores only its part); the gradient is still reduced whole
+      (an `sbp.constraint` pins the layout the update wanted) and sliced;
+    - 2: also the gradient is reduced straight into its slice (P(sum) to
+      S(d), a reduce-scatter);
+    - 3: also the parameter is stored split, and gathered before each use
+      separately (`sbp.gather_per_use`), so the whole copy is live only
+      around its consumer.
+
+    The new parameter and states are results laid out split. The function
+    gets `sbp.zero`: the stage, the axes, how many updates were split and
+    which parameters could not be (no dimension divides), and the bytes of
+    parameters, reduced gradients and optimizer states each rank holds.
+    Stage 0 changes nothing and only records those bytes.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage: 0, 1, 2 or 3">,
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
+           "Cluster preset name or JSON file for the cost model">,
+  ];
+  let dependentDialects = ["::sbpc::sbp::SbpDialect"];
+}
+
 def SbpSpmdize : Pass<"sbp-spmdize", "mlir::ModuleOp"> {
   let summary = "turns a laid-out model into one exec program per rank role";
   let description = [{
@@ -119,6 +184,11 @@ def SbpSpmdize : Pass<"sbp-spmdize", "mlir::ModuleOp"> {
       axes of one device vanish;
     - each result becomes an `exec.store` of the rank's shard, named as the
       result's `graph.output`.
+
+    Inputs are loaded just before their first use and results stored just
+    after they are computed, so that the memory plan counts them only while
+    they are live; parameters (and optimizer states) are loaded first, as
+    what a rank holds resident across steps.
 
     Ranks differ only by their mesh coordinates, which the program reads at
     run time, so one program serves every rank of a mesh.

@@ -67,15 +67,28 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
   if (!fn->hasAttr(kFuncMesh))
     return fn.emitOpError() << "has no layouts; run --sbp-propagate first";
   OpBuilder b(fn.getContext());
-  // One chain of boxings per (value, target layout), shared by its consumers.
-  std::map<std::pair<void *, std::string>, Value> boxed;
+  // One chain of boxings per (value, target layout), shared by its
+  // consumers; per consumer for arguments gathered at each use (ZeRO-3).
+  std::map<std::tuple<void *, std::string, Operation *>, Value> boxed;
   auto box = [&](Operation *before, Value value, const sbprt::NdSbp &have,
                  const sbprt::NdSbp &want, const std::string &reason) {
-    auto key = std::make_pair(value.getAsOpaquePointer(), sbprt::toString(want));
+    auto arg = dyn_cast<BlockArgument>(value);
+    bool perUse = arg && fn.getArgAttr(arg.getArgNumber(), kGatherPerUse);
+    auto key = std::make_tuple(value.getAsOpaquePointer(), sbprt::toString(want),
+                               perUse ? before : nullptr);
     auto found = boxed.find(key);
-    if (found == boxed.end())
-      found = boxed.emplace(key, createBoxings(b, before, value, have, want, context, reason)).first;
-    return found->second;
+    if (found != boxed.end())
+      return found->second;
+    // A change that shrinks what a rank holds (a reduce-scatter, a slice)
+    // happens as soon as the value is computed, so that the larger form
+    // dies at once; one that grows it (a gather), just before its use.
+    Operation *at = before;
+    if (Operation *def = value.getDefiningOp();
+        def && !isa<ConstraintOp>(def) &&
+        localBytes(context.mesh, want, value) < localBytes(context.mesh, have, value))
+      at = def->getNextNode();
+    return boxed.emplace(key, createBoxings(b, at, value, have, want, context, reason))
+        .first->second;
   };
   for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
     if (auto constraint = dyn_cast<ConstraintOp>(op)) {

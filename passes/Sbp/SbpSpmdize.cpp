@@ -136,6 +136,35 @@ LogicalResult Spmdizer::lowerBoxing(BoxingOp boxing) {
   return success();
 }
 
+/// Inputs are loaded just before their first use and results stored just
+/// after they are computed, so that neither takes arena space longer than
+/// it must. Parameters (and optimizer states) stay loaded from the start:
+/// they are what a rank holds resident from one step to the next, and the
+/// memory plan should count them so.
+void scheduleLoadsAndStores(Block &body) {
+  for (auto load : llvm::to_vector(body.getOps<exec::LoadOp>())) {
+    if (load.getKind() != "input")
+      continue;
+    Operation *first = nullptr;
+    for (Operation *user : load->getUsers()) {
+      Operation *inBody = body.findAncestorOpInBlock(*user);
+      if (inBody && (!first || inBody->isBeforeInBlock(first)))
+        first = inBody;
+    }
+    if (first)
+      load->moveBefore(first);
+  }
+  llvm::DenseMap<Operation *, Operation *> lastStore; // keeps the stores' order
+  for (auto store : llvm::to_vector(body.getOps<exec::StoreOp>())) {
+    Value value = store->getOperand(0);
+    if (Operation *def = value.getDefiningOp(); def && def->getBlock() == &body) {
+      Operation *&after = lastStore[def];
+      store->moveAfter(after ? after : def);
+      after = store;
+    }
+  }
+}
+
 LogicalResult Spmdizer::run() {
   MLIRContext *ctx = fn.getContext();
   if (!fn->hasAttr(kFuncMesh))
@@ -218,6 +247,7 @@ LogicalResult Spmdizer::run() {
   for (NamedAttribute attr : fn->getAttrs())
     if (attr.getName().getValue().starts_with("sbp.") && attr.getName() != kFuncMesh)
       program->setAttr(attr.getName(), attr.getValue());
+  scheduleLoadsAndStores(*body);
   return success();
 }
 

@@ -7,8 +7,8 @@
 
 // CHECK-LABEL: func.func @f()
 // CHECK-SAME: exec.ranks = array<i64: 0, 1, 2, 3>
-// CHECK: %[[X:.*]] = exec.load "input" "x" global [8, 4] [S(0), B] : tensor<4x4xf32>
 // CHECK: %[[W:.*]] = exec.load "param" "w" global [4, 6] [B, S(0)] : tensor<2x6xf32>
+// CHECK: %[[X:.*]] = exec.load "input" "x" global [8, 4] [S(0), B] : tensor<4x4xf32>
 // CHECK: %[[XS:.*]] = exec.local_slice %[[X]] axis 1 dim 1 : tensor<4x4xf32> -> tensor<4x2xf32>
 // CHECK: %[[Y:.*]] = graph.matmul %[[XS]], %[[W]] : (tensor<4x2xf32>, tensor<2x6xf32>) -> tensor<4x6xf32>
 // CHECK: %[[S:.*]] = exec.reduce_scatter %[[Y]] axis 1 dim 1 "sum" : tensor<4x6xf32> -> tensor<4x3xf32>
@@ -20,23 +20,24 @@
 // CHECK: exec.all_gather {{.*}} axis 1 dim 0
 // CHECK: %[[V:.*]] = exec.all_gather {{.*}} axis 0 dim 1 : tensor<8x3xf32> -> tensor<8x6xf32>
 // CHECK: %[[K:.*]] = exec.keep_one %[[V]] axis 1 : tensor<8x6xf32>
-// CHECK: %[[E:.*]] = graph.exp %[[V]] : tensor<8x6xf32>
-// CHECK: exec.store %[[K]] "y" global [8, 6] [B, P(sum)] : tensor<8x6xf32>
-// CHECK: exec.store %[[E]] "z" global [8, 6] [B, B] : tensor<8x6xf32>
+// CHECK-NEXT: exec.store %[[K]] "y" global [8, 6] [B, P(sum)] : tensor<8x6xf32>
+// CHECK-NEXT: %[[E:.*]] = graph.exp %[[V]] : tensor<8x6xf32>
+// CHECK-NEXT: exec.store %[[E]] "z" global [8, 6] [B, B] : tensor<8x6xf32>
 // CHECK-NOT: sbp.boxing
 // CHECK: return
 
-// Memory: a result never shares bytes with a live value; the matmul's
+// Memory: parameters load first, inputs just before use, results are
+// stored as soon as computed; a result never shares bytes with a live value; the matmul's
 // operands are dead by the reduce-scatter, whose result and scratch take
 // their place. The arena is the highest byte reached.
 // MEM-LABEL: func.func @f()
 // MEM-SAME: exec.arena_bytes = 576
-// MEM: exec.load "input" "x" {{.*}} {exec.offsets = array<i64: 0>}
-// MEM: exec.load "param" "w" {{.*}} {exec.offsets = array<i64: 64>}
+// MEM: exec.load "param" "w" {{.*}} {exec.offsets = array<i64: 0>}
+// MEM: exec.load "input" "x" {{.*}} {exec.offsets = array<i64: 64>}
 // MEM: exec.local_slice {{.*}} {exec.offsets = array<i64: 128>}
 // MEM: graph.matmul {{.*}} {exec.offsets = array<i64: 192>}
 // MEM: exec.reduce_scatter {{.*}} {exec.offsets = array<i64: 0>, exec.scratch_offset = 64 : i64}
-// MEM: exec.store
+// MEM: exec.store {{.*}} "z"
 // MEM-NOT: exec.offsets
 // MEM: return
 sbp.mesh @m axes ["a", "b"] shape [2, 2]

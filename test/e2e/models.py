@@ -1,6 +1,7 @@
 """A generated model with a loss, random parameters and random inputs, as
 the end-to-end scripts set one up."""
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -30,3 +31,18 @@ def generate(model, spec, workdir, seed, rng):
         np.save(path(name + ".npy"), value)
         flags += ["--input", f"{name}={path(name + '.npy')}"]
     return inputs, flags
+
+
+def sbpc(*cmd, tool="sbpc"):
+    """Runs an sbpc tool; its stdout, or RuntimeError with its last error line."""
+    done = subprocess.run([tool, *cmd], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError((done.stderr.strip().splitlines() or ["?"])[-1])
+    return done.stdout
+
+
+def fresh_workdir(work):
+    """Empties (or creates) `work`; returns name -> path inside it."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return lambda name: os.path.join(work, name)

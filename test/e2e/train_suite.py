@@ -6,15 +6,20 @@ trains it for --steps steps on one CPU (`sbpc-opt --graph-autodiff
 case STRATEGY@MESH compiles it with `sbpc compile --train --target cpu` and
 trains it on the ranks (`sbpc run DIR --steps N`). Checks the loss of every
 step and every final parameter and optimizer state to --rtol relative
-error (max |a - b| / max |b| per tensor). Prints one line per case.
+error (max |a - b| / max |b| per tensor), and that each rank's measured
+arena peak (run.json) is the arena report.json planned. Prints one line per
+case.
+
+A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
+recompute=full trains with `--zero 2 --micro-batches 4 --recompute full`,
+still against the plain single-device reference.
 
 usage: train_suite.py --workdir W --model mlp|gpt [--optimizer adamw|sgd]
-           [--lr X] [--momentum M] [--steps N] --cases STRATEGY@MESH ...
+           [--lr X] [--momentum M] [--steps N] --cases STRATEGY@MESH[:OPTION=V...] ...
 """
 import argparse
+import json
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -22,17 +27,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from npy_tools import read_safetensors  # noqa: E402
-from models import generate  # noqa: E402
+from models import fresh_workdir, generate, sbpc  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=4, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
-
-
-def sbpc(*cmd, tool="sbpc"):
-    done = subprocess.run([tool, *cmd], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError((done.stderr.strip().splitlines() or ["?"])[-1])
-    return done.stdout
 
 
 def main():
@@ -47,13 +45,23 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--cases", nargs="+", required=True)
+    ap.add_argument("--batch", type=int, help="the model's batch (default: 4 GPT, 8 MLP)")
+    ap.add_argument("--falling", action="store_true",
+                    help="each case must need a smaller arena per rank than the one before, "
+                         "and no more model state (report.json)")
+    ap.add_argument("--matrix", action="store_true",
+                    help="run each case with every ZeRO stage (0-3), micro-batches 1 and 4 and "
+                         "recomputation none and full")
     args = ap.parse_args()
+    if args.matrix:
+        args.cases = [f"{case}:zero={z}:micro-batches={mb}:recompute={rc}" for case in args.cases
+                      for z in range(4) for mb in (1, 4) for rc in ("none", "full")]
     work = args.workdir
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    path = lambda name: os.path.join(work, name)  # noqa: E731
+    path = fresh_workdir(work)
     rng = np.random.default_rng(args.seed)
-    spec = GPT if args.model == "gpt" else MLP
+    spec = dict(GPT if args.model == "gpt" else MLP)
+    if args.batch:
+        spec["batch"] = args.batch
     inputs, flags = generate(args.model, spec, work, args.seed, rng)
     train = ["--params", path("p.safetensors"), *flags, "--steps", str(args.steps)]
     options = f"optimizer={args.optimizer} lr={args.lr} momentum={args.momentum} eps={args.eps}"
@@ -69,13 +77,18 @@ def main():
         print("FAIL reference: the loss did not fall")
         sys.exit(1)
     failed = 0
+    memory = []
     for case in args.cases:
-        strategy, mesh = case.split("@")
-        out, res = path(case + "-out"), path(case + "-res")
+        # STRATEGY@MESH[:zero=N][:micro-batches=N][:recompute=MODE]
+        strategy, rest = case.split("@")
+        mesh, *extras = rest.split(":")
+        extra = [f"--{e.replace('=', ' ', 1)}".split(" ") for e in extras]
+        out, res = path(case.replace(":", "_") + "-out"), path(case.replace(":", "_") + "-res")
         try:
             sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
                  "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum",
-                 str(args.momentum), "--eps", str(args.eps), "--target", "cpu", "-o", out)
+                 str(args.momentum), "--eps", str(args.eps), *sum(extra, []), "--target", "cpu",
+                 "-o", out)
             sbpc("run", out, *train, "--output-dir", res)
         except RuntimeError as e:
             print(f"FAIL {case}: {e}")
@@ -89,9 +102,28 @@ def main():
                                  max(np.max(np.abs(expected)), 1e-30))
         worst = max(errors, key=errors.get)
         ok = errors[worst] <= args.rtol and set(params) == set(reference)
+        # Memory: what the plan says each rank needs is what it touched.
+        report = json.load(open(os.path.join(out, "report.json")))
+        run = json.load(open(os.path.join(res, "run.json")))
+        planned = [r["arena_bytes"] for r in report["ranks"]]
+        measured = [r["arena_peak_bytes"] for r in run["ranks"]]
+        state = report["zero"]["model_state_bytes_per_rank"]
+        memory.append((case, state, max(planned)))
+        if planned != measured:
+            print(f"FAIL {case}: arena planned {planned} but measured {measured}")
+            ok = False
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {case}: {len(params)} tensors, worst {worst} "
-              f"{errors[worst]:.1e}")
+              f"{errors[worst]:.1e}; model state {state} B, arena {max(planned)} B per rank")
+    if args.falling:
+        for (a, sa, ma), (b, sb, mb) in zip(memory, memory[1:]):
+            if not (sb <= sa and mb < ma):
+                print(f"FAIL memory does not fall from {a} to {b}: model state {sa} -> {sb} B, "
+                      f"arena {ma} -> {mb} B")
+                failed += 1
+        if failed == 0:
+            print("train-suite: memory falls case by case: " +
+                  " > ".join(f"{m}" for _, _, m in memory) + " B")
     print(f"train-suite: {len(args.cases) - failed} ok, {failed} failed")
     sys.exit(1 if failed else 0)
 

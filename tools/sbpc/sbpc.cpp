@@ -160,6 +160,21 @@ static cl::opt<double> compileWeightDecay("weight-decay", cl::desc("--train: wei
                                           cl::cat(compileCategory));
 static cl::opt<double> compileEps("eps", cl::desc("--train --optimizer adamw: epsilon (default 1e-8)"),
                                   cl::init(1e-8), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<int64_t> compileZero("zero",
+                                    cl::desc("--train: ZeRO stage on the data-parallel axes: 0 (none, "
+                                             "default), 1 (optimizer states), 2 (+ gradients), 3 "
+                                             "(+ parameters)"),
+                                    cl::init(0), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<int64_t>
+    compileMicroBatches("micro-batches",
+                        cl::desc("--train: split the batch into N micro-batches, accumulate their "
+                                 "gradients, update once (default 1)"),
+                        cl::init(1), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string>
+    compileRecompute("recompute",
+                     cl::desc("--train: none (default) | full (recompute each marked block's "
+                              "activations in backward) | selective (only the attention core's)"),
+                     cl::init("none"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string> compileOutput("o", cl::desc("Output directory"), cl::value_desc("dir"),
                                           cl::Required, cl::sub(compileCommand),
                                           cl::cat(compileCategory));
@@ -176,10 +191,22 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                              "' (cuda is not built yet)");
   if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
     return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
+  if (compileZero < 0 || compileZero > 3)
+    return sbpc::reportError("--zero must be 0, 1, 2 or 3, got " + std::to_string(compileZero));
+  if (compileMicroBatches < 1)
+    return sbpc::reportError("--micro-batches must be at least 1, got " +
+                             std::to_string(compileMicroBatches));
+  if (compileRecompute != "none" && compileRecompute != "full" && compileRecompute != "selective")
+    return sbpc::reportError("--recompute must be none, full or selective, got '" +
+                             compileRecompute + "'");
+  if (!compileTrain && (compileZero || compileMicroBatches != 1 || compileRecompute != "none"))
+    return sbpc::reportError("--zero, --micro-batches and --recompute apply to a training step: "
+                             "add --train");
   return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
                                 compileCluster, compileOutput, compileEmit == "report",
                                 compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
-                                compileLr, compileMomentum, compileWeightDecay, compileEps});
+                                compileLr, compileMomentum, compileWeightDecay, compileEps,
+                                compileZero, compileMicroBatches, compileRecompute});
 }
 
 int main(int argc, char **argv) {

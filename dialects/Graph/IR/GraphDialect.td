@@ -41,6 +41,14 @@ def Graph_Dialect : Dialect {
       and viewed as [H, 3, H] so that it can be split by heads).
     - `graph.input = "name"`: a model input, read from `name=FILE.npy`.
     - `graph.output = "name"`: a model result, written to `name.npy`.
+
+    Op attributes (optional, for recomputation, `--graph-autodiff`):
+    - `graph.region = "name"`: the op belongs to a block of the model (a
+      transformer layer): with `recompute=full` the block's activations are
+      recomputed in the backward pass instead of kept.
+    - `graph.selective`: the op is cheap to recompute but its results are
+      large (attention scores and probabilities): with
+      `recompute=selective` only these are recomputed, per block.
   }];
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
@@ -49,6 +57,8 @@ def Graph_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kParamShapeAttr = "graph.param_shape";
     static constexpr ::llvm::StringLiteral kInputAttr = "graph.input";
     static constexpr ::llvm::StringLiteral kOutputAttr = "graph.output";
+    static constexpr ::llvm::StringLiteral kRegionAttr = "graph.region";
+    static constexpr ::llvm::StringLiteral kSelectiveAttr = "graph.selective";
   }];
 }
 

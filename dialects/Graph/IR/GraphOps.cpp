@@ -304,7 +304,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location
                      << starts[d] << ", " << limits[d] << ")";
     shape.push_back(limits[d] - starts[d]);
   }
-  types.push_back(f32Tensor(ctx, shape));
+  types.push_back(RankedTensorType::get(
+      shape, cast<RankedTensorType>(adaptor.getInput().getType()).getElementType()));
   return success();
 }
 

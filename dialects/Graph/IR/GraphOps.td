@@ -258,16 +258,17 @@ def Graph_ReshapeOp : Graph_Op<"reshape"> {
 def Graph_SliceOp : Graph_InferredOp<"slice"> {
   let summary = "static slice with unit strides";
   let description = [{
-    Keeps `[starts[d], limits[d])` of every dimension `d`.
+    Keeps `[starts[d], limits[d])` of every dimension `d`, of a float or
+    integer tensor.
 
     ```mlir
     %q = graph.slice %qkv starts [0, 0, 0] limits [2, 16, 64]
         : (tensor<2x16x192xf32>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$starts,
+  let arguments = (ins Graph_AnyTensor:$input, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$limits);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_AnyTensor:$result);
   let assemblyFormat = [{
     $input `starts` $starts `limits` $limits attr-dict `:` functional-type(operands, results)
   }];

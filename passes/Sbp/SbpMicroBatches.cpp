@@ -1,0 +1,247 @@
+// --sbp-micro-batches: gradient accumulation by splitting the batch.
+//
+// Running a function on N micro-batches one after another is data
+// parallelism over time: the micro-batches are the shards of the batch on
+// an axis of N steps instead of N devices. So the SBP rules say how: the
+// function is laid out on a one-axis mesh of N with every input's batch
+// S(0) and every parameter B (propagation, on a copy); if no op then needs
+// a boxing, each op runs on a micro-batch as its local computation
+// (cloneWithLocalShapes), and each result is combined by its layout: a
+// P(sum) result (the loss, every gradient) is the sum of the micro-batches'
+// results, an S(0) one (logits) their rows in order, a B one any copy.
+//
+// Micro-batch i holds rows i, i+N, i+2N, ... of every input (a reshape to
+// [B/N, N, ...] and a slice), so that an input split across data-parallel
+// ranks stays split the same way within each micro-batch. Micro-batch i's
+// forward and backward both run before micro-batch i+1's, and each result
+// is accumulated as soon as it is ready: only one micro-batch's
+// activations are live at a time.
+#include "compiler/Sbp/ValueLayouts.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Sbp/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace sbpc::sbp {
+#define GEN_PASS_DEF_SBPMICROBATCHES
+#include "passes/Sbp/Passes.h.inc"
+} // namespace sbpc::sbp
+
+using namespace mlir;
+using namespace sbpc;
+using namespace sbpc::sbp;
+using sbprt::NdSbp;
+using sbprt::Sbp;
+
+namespace {
+
+constexpr llvm::StringLiteral kMeshName = "micro_batches";
+
+/// The name of a function result (graph.output) for messages.
+std::string resultName(func::FuncOp fn, unsigned i) {
+  if (auto name = fn.getResultAttrOfType<StringAttr>(i, graph::GraphDialect::kOutputAttr))
+    return name.str();
+  return "#" + std::to_string(i);
+}
+
+class MicroBatcher {
+public:
+  MicroBatcher(func::FuncOp fn, int64_t count) : fn(fn), count(count), b(fn.getContext()) {}
+  LogicalResult run();
+
+private:
+  /// Lays a copy of the function out over the micro-batch axis; fills
+  /// `layouts` with the layout of every op result and argument, by
+  /// position, and `resultLayouts` with those of the function's results.
+  LogicalResult layOut();
+  /// Micro-batch `i` of `input`: its rows i, i+N, ... as a [B/N, ...] tensor.
+  Value microBatchOf(Value input, int64_t i, Location loc);
+
+  func::FuncOp fn;
+  int64_t count;
+  OpBuilder b;
+  sbprt::Mesh mesh;
+  int64_t batch = 0;
+  std::vector<std::vector<NdSbp>> opLayouts; // per op in order, per result
+  std::vector<NdSbp> resultLayouts;
+};
+
+LogicalResult MicroBatcher::layOut() {
+  MLIRContext *ctx = fn.getContext();
+  mesh.axes = {"micro_batch"};
+  mesh.shape = {count};
+  // A module of its own with the function and a mesh, seeded like data
+  // parallelism, then propagated.
+  OwningOpRef<ModuleOp> copy = ModuleOp::create(fn.getLoc());
+  OpBuilder cb(ctx);
+  cb.setInsertionPointToStart(copy->getBody());
+  auto meshOp = cb.create<MeshOp>(fn.getLoc(), kMeshName, cb.getStrArrayAttr({"micro_batch"}),
+                                  cb.getDenseI64ArrayAttr({count}));
+  auto clone = cast<func::FuncOp>(cb.clone(*fn));
+  for (BlockArgument arg : clone.getArguments()) {
+    bool input = clone.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr) != nullptr;
+    NdSbp layout = {input ? Sbp::split(0) : Sbp::broadcast()};
+    if (input) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      auto name = clone.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     graph::GraphDialect::kInputAttr);
+      if (type.getRank() == 0 || type.getDimSize(0) % count != 0)
+        return emitError(fn.getArgument(arg.getArgNumber()).getLoc())
+               << "input '" << name.getValue() << "' " << graph::formatShape(type.getShape())
+               << " cannot be split into " << count
+               << " micro-batches: its batch (dimension 0) is not divisible by " << count;
+      if (batch && batch != type.getDimSize(0))
+        return emitError(fn.getArgument(arg.getArgNumber()).getLoc())
+               << "input '" << name.getValue() << "' has batch " << type.getDimSize(0)
+               << " but another input has " << batch << "; micro-batches need one batch size";
+      batch = type.getDimSize(0);
+    }
+    clone.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+  }
+  if (!batch)
+    return fn.emitOpError() << "has no graph.input to split into micro-batches";
+  PassManager pm(ctx);
+  pm.addPass(createSbpPropagate());
+  if (failed(pm.run(*copy)))
+    return failure();
+
+  // Every op must take its operands as they come: a boxing would mean
+  // exchanging data between micro-batches.
+  for (auto [op, original] :
+       llvm::zip(clone.getBody().front().without_terminator(), fn.getBody().front())) {
+    auto operands = op.getAttrOfType<ArrayAttr>(kOperandLayouts);
+    auto results = op.getAttrOfType<ArrayAttr>(kResultLayouts);
+    if (!operands || !results)
+      return original.emitOpError() << "has no SBP rule; it cannot run on micro-batches";
+    for (auto [i, attr] : llvm::enumerate(operands)) {
+      std::optional<NdSbp> have = layoutOf(op.getOperand(i));
+      NdSbp want = cast<NdSbpAttr>(attr).toLayout();
+      if (have && *have != want)
+        return original.emitOpError()
+               << "needs operand " << i << " as " << sbprt::toString(want)
+               << " over the batch but it is " << sbprt::toString(*have)
+               << ": the batch cannot be split into micro-batches here";
+    }
+    std::vector<NdSbp> layouts;
+    for (Attribute attr : results)
+      layouts.push_back(cast<NdSbpAttr>(attr).toLayout());
+    opLayouts.push_back(std::move(layouts));
+  }
+  auto ret = cast<func::ReturnOp>(clone.getBody().front().getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    NdSbp layout = layoutOf(value).value_or(NdSbp{Sbp::broadcast()});
+    const Sbp &s = layout[0];
+    auto type = cast<RankedTensorType>(value.getType());
+    bool rows = s.isSplit() && s.dim == 0 && type.getDimSize(0) == batch;
+    if (!(s.isBroadcast() || rows || (s.isPartial() && s.reduce == Sbp::Reduce::Sum)))
+      return fn.emitOpError() << "result '" << resultName(fn, i) << "' is "
+                              << sbprt::toString(layout)
+                              << " over the batch; only sums (P(sum)), rows of the batch "
+                                 "(S(0)) and copies (B) can be assembled from micro-batches";
+    resultLayouts.push_back(layout);
+  }
+  (void)meshOp;
+  return success();
+}
+
+Value MicroBatcher::microBatchOf(Value input, int64_t i, Location loc) {
+  auto type = cast<RankedTensorType>(input.getType());
+  SmallVector<int64_t> grouped = {batch / count, count};
+  grouped.append(type.getShape().begin() + 1, type.getShape().end());
+  Value x = b.create<graph::ReshapeOp>(loc, RankedTensorType::get(grouped, type.getElementType()),
+                                       input);
+  SmallVector<int64_t> starts(grouped.size(), 0), limits(grouped);
+  starts[1] = i;
+  limits[1] = i + 1;
+  x = b.create<graph::SliceOp>(loc, x, starts, limits);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = batch / count;
+  return b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, type.getElementType()), x);
+}
+
+LogicalResult MicroBatcher::run() {
+  if (failed(layOut()))
+    return failure();
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  b.setInsertionPoint(ret);
+
+  SmallVector<Value> sums(ret.getNumOperands());
+  SmallVector<SmallVector<Value>> pieces(ret.getNumOperands());
+  for (int64_t i = 0; i < count; ++i) {
+    IRMapping mapping;
+    for (BlockArgument arg : fn.getArguments())
+      mapping.map(arg, fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr)
+                           ? microBatchOf(arg, i, arg.getLoc())
+                           : Value(arg));
+    for (auto [op, layouts] : llvm::zip(ops, opLayouts)) {
+      SmallVector<Type> types;
+      for (auto [result, layout] : llvm::zip(op->getResults(), layouts)) {
+        auto type = cast<RankedTensorType>(result.getType());
+        types.push_back(RankedTensorType::get(localShape(mesh, layout, shapeOf(result)),
+                                              type.getElementType()));
+      }
+      Operation *local = cloneWithLocalShapes(b, op, mapping, types);
+      for (auto [result, localResult] : llvm::zip(op->getResults(), local->getResults()))
+        mapping.map(result, localResult);
+    }
+    // Each result joins the others as soon as this micro-batch has it.
+    for (auto [k, value] : llvm::enumerate(ret.getOperands())) {
+      Value mine = mapping.lookupOrDefault(value);
+      const Sbp &s = resultLayouts[k][0];
+      if (s.isPartial())
+        sums[k] = sums[k] ? b.create<graph::AddOp>(ret.getLoc(), sums[k], mine).getResult() : mine;
+      else if (s.isSplit())
+        pieces[k].push_back(mine);
+      else if (i == 0)
+        sums[k] = mine;
+    }
+  }
+  // Rows come back in their order: micro-batch i held rows i, i+N, ...
+  for (auto [k, value] : llvm::enumerate(ret.getOperands())) {
+    if (pieces[k].empty())
+      continue;
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<Value> grouped;
+    for (Value piece : pieces[k]) {
+      SmallVector<int64_t> shape = {batch / count, 1};
+      shape.append(type.getShape().begin() + 1, type.getShape().end());
+      grouped.push_back(b.create<graph::ReshapeOp>(
+          ret.getLoc(), RankedTensorType::get(shape, type.getElementType()), piece));
+    }
+    Value all = b.create<graph::ConcatOp>(ret.getLoc(), grouped, 1);
+    sums[k] = b.create<graph::ReshapeOp>(ret.getLoc(), type, all);
+  }
+  ret->setOperands(sums);
+  for (Operation *op : llvm::reverse(ops))
+    op->erase();
+  return success();
+}
+
+class SbpMicroBatchesPass : public sbpc::sbp::impl::SbpMicroBatchesBase<SbpMicroBatchesPass> {
+public:
+  using SbpMicroBatchesBase::SbpMicroBatchesBase;
+
+  void runOnOperation() override {
+    if (count < 1) {
+      getOperation().emitError() << "micro-batch count must be at least 1, got " << static_cast<int64_t>(count);
+      return signalPassFailure();
+    }
+    if (count == 1)
+      return;
+    SmallVector<func::FuncOp> functions;
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (!fn.isExternal())
+        functions.push_back(fn);
+    for (func::FuncOp fn : functions)
+      if (failed(MicroBatcher(fn, count).run()))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

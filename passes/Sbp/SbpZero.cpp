@@ -1,0 +1,260 @@
+// --sbp-zero: ZeRO as layouts of a laid-out training step.
+//
+// The data-parallel axes are the mesh axes that split the batch (an input
+// laid out S(0) there). On them a replicated parameter's update is
+// redundant: every rank applies the same update to the same copy. ZeRO
+// splits it instead. Each update op (graph.adamw_update, graph.sgd_update)
+// whose parameter is B on a data-parallel axis gets S(d) there, for the
+// largest dimension d that divides, on every operand and result but the
+// step count; then, by stage,
+//   1: the optimizer states are stored split (their arguments' layouts);
+//      the gradient is still reduced whole (a constraint pins the layout
+//      the update had wanted) and each rank keeps its slice;
+//   2: the gradient is reduced straight into slices (P(sum) -> S(d) is a
+//      reduce-scatter);
+//   3: the parameter is stored split too, and gathered where it is used,
+//      once per use (sbp.gather_per_use), so that the whole copy lives
+//      only around its consumer.
+// The updated parameter comes out split; it is stored so and gathered
+// where the next step needs it. Stage 0 only does the accounting.
+// --sbp-insert-boxing then makes all of it collectives.
+#include "compiler/Sbp/ValueLayouts.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Sbp/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace sbpc::sbp {
+#define GEN_PASS_DEF_SBPZERO
+#include "passes/Sbp/Passes.h.inc"
+} // namespace sbpc::sbp
+
+using namespace mlir;
+using namespace sbpc;
+using namespace sbpc::sbp;
+using sbprt::NdSbp;
+using sbprt::Sbp;
+
+namespace {
+
+/// An optimizer update: which operands are the parameter, its gradient and
+/// its states, and which results are the new parameter and states.
+struct Update {
+  Operation *op;
+  SmallVector<unsigned> states; // operand indices; result i+1 is the new state
+};
+
+std::optional<Update> asUpdate(Operation &op) {
+  if (isa<graph::AdamwUpdateOp>(op))
+    return Update{&op, {2, 3}};
+  if (isa<graph::SgdUpdateOp>(op))
+    return Update{&op, {2}};
+  return std::nullopt;
+}
+
+/// The name a parameter has (graph.param), for the report.
+std::string paramName(func::FuncOp fn, Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    graph::GraphDialect::kParamAttr))
+      return name.str();
+  return describeLocation(value.getLoc());
+}
+
+/// Gives `op` (whose operand now arrives as `operandLayout`) the signature
+/// that takes it as it is and changes its results on no other axis than
+/// `axis`; false when it has none.
+bool followOperand(Operation *op, const NdSbp &operandLayout, size_t axis,
+                   const LayoutContext &context) {
+  auto results = op->getAttrOfType<ArrayAttr>(kResultLayouts);
+  if (op->getNumOperands() != 1 || op->getNumResults() != 1 || !results)
+    return false;
+  NdSbp old = cast<NdSbpAttr>(results[0]).toLayout();
+  for (const NdSignature &sig : ndSignatures(op, context.mesh)) {
+    if (sig.operands[0] != operandLayout)
+      continue;
+    bool same = true;
+    for (size_t i = 0; i < old.size(); ++i)
+      same &= i == axis || sig.results[0][i] == old[i];
+    if (same) {
+      setSignature(op, sig.operands, sig.results);
+      return true;
+    }
+  }
+  return false;
+}
+
+LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) {
+  MLIRContext *ctx = fn.getContext();
+  const sbprt::Mesh &mesh = context.mesh;
+  Builder attrs(ctx);
+
+  // The data-parallel axes: where some input's batch is split.
+  std::vector<size_t> dpAxes;
+  for (size_t axis = 0; axis < mesh.shape.size(); ++axis)
+    for (BlockArgument arg : fn.getArguments()) {
+      std::optional<NdSbp> layout = layoutOf(arg);
+      if (fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr) && layout &&
+          (*layout)[axis].isSplit() && (*layout)[axis].dim == 0 && mesh.shape[axis] > 1) {
+        dpAxes.push_back(axis);
+        break;
+      }
+    }
+
+  int64_t paramBytes = 0, gradientBytes = 0, stateBytes = 0, sharded = 0;
+  SmallVector<Attribute> unsharded;
+  SmallVector<Update> updates;
+  for (Operation &op : fn.getBody().front())
+    if (std::optional<Update> update = asUpdate(op))
+      updates.push_back(*update);
+  for (Update &update : updates) {
+    Operation *op = update.op;
+    auto operandsAttr = op->getAttrOfType<ArrayAttr>(kOperandLayouts);
+    auto resultsAttr = op->getAttrOfType<ArrayAttr>(kResultLayouts);
+    if (!operandsAttr || !resultsAttr)
+      return op->emitOpError() << "has no signature; run --sbp-propagate or --sbp-search first";
+    SmallVector<NdSbp> operands, results;
+    for (Attribute a : operandsAttr)
+      operands.push_back(cast<NdSbpAttr>(a).toLayout());
+    for (Attribute a : resultsAttr)
+      results.push_back(cast<NdSbpAttr>(a).toLayout());
+    Value param = op->getOperand(0), grad = op->getOperand(1);
+    // Without ZeRO, an update is replicated where its parameter is, as in
+    // plain data parallelism: the gradient is all-reduced, every rank
+    // updates the whole parameter. (Propagation alone may split it, since
+    // it does not see that the next step needs the whole parameter again.)
+    std::optional<NdSbp> stored = layoutOf(param);
+    NdSbp before = operands[0];
+    std::vector<size_t> replicatedAxes;
+    for (size_t axis : dpAxes)
+      if (!stored || (*stored)[axis].isBroadcast()) {
+        before[axis] = Sbp::broadcast();
+        replicatedAxes.push_back(axis);
+      }
+    NdSbp reduced = before;
+
+    // Split the update on each data-parallel axis the parameter is
+    // replicated on, along the largest dimension that still divides.
+    NdSbp layout = before;
+    std::vector<size_t> axes;
+    for (size_t axis : replicatedAxes) {
+      if (stage == 0)
+        continue;
+      // A dimension another axis splits too is split further only when that
+      // axis comes first (outer) in the mesh: only then is each rank's new
+      // part inside the part it holds, a slice without communication.
+      std::vector<int64_t> local = localShape(mesh, layout, shapeOf(param));
+      auto splitAfter = [&](int64_t d) {
+        for (size_t other = axis + 1; other < layout.size(); ++other)
+          if (layout[other].isSplit() && layout[other].dim == d)
+            return true;
+        return false;
+      };
+      auto splitBefore = [&](int64_t d) {
+        for (size_t other = 0; other < axis; ++other)
+          if (layout[other].isSplit() && layout[other].dim == d)
+            return true;
+        return false;
+      };
+      std::optional<int64_t> best;
+      auto better = [&](int64_t d) {
+        if (!best)
+          return true;
+        // Whole dimensions first, then the largest.
+        if (splitBefore(d) != splitBefore(*best))
+          return !splitBefore(d);
+        return local[d] > local[*best];
+      };
+      for (int64_t d = 0; d < static_cast<int64_t>(local.size()); ++d) {
+        NdSbp candidate = layout;
+        candidate[axis] = Sbp::split(d);
+        if (!splitAfter(d) && checkValueLayout(mesh, candidate, param).empty() && better(d))
+          best = d;
+      }
+      if (best) {
+        layout[axis] = Sbp::split(*best);
+        axes.push_back(axis);
+      }
+    }
+    SmallVector<unsigned> split = {0, 1};
+    split.append(update.states);
+    for (unsigned i : split)
+      operands[i] = layout;
+    for (NdSbp &result : results)
+      result = layout;
+    setSignature(op, operands, results);
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers())
+        if (isa<graph::ReshapeOp>(user))
+          for (size_t axis : replicatedAxes)
+            (void)followOperand(user, layout, axis, context);
+    // The states are stored as the update uses them: whole without ZeRO,
+    // split from stage 1.
+    for (unsigned i : update.states)
+      if (auto arg = dyn_cast<BlockArgument>(op->getOperand(i));
+          arg && llvm::all_of(arg.getUsers(), [&](Operation *user) { return user == op; }))
+        fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+    if (axes.empty()) {
+      if (stage > 0)
+        unsharded.push_back(attrs.getStringAttr(paramName(fn, param)));
+    } else {
+      ++sharded;
+      // The gradient reduced whole first (stage 1), or straight into slices.
+      if (stage == 1) {
+        OpBuilder b(op);
+        auto pin = b.create<ConstraintOp>(grad.getLoc(), grad.getType(), grad,
+                                          FlatSymbolRefAttr::get(context.meshOp.getSymNameAttr()),
+                                          NdSbpAttr::get(ctx, reduced));
+        op->setOperand(1, pin);
+      }
+      if (stage >= 3)
+        if (auto arg = dyn_cast<BlockArgument>(param)) {
+          fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+          fn.setArgAttr(arg.getArgNumber(), kGatherPerUse, UnitAttr::get(ctx));
+        }
+    }
+
+    // What each rank keeps between steps and in the update.
+    paramBytes += localBytes(mesh, stage >= 3 ? layout : before, param);
+    gradientBytes += localBytes(mesh, stage >= 2 ? layout : reduced, grad);
+    for (unsigned i : update.states)
+      stateBytes += localBytes(mesh, stage >= 1 ? layout : before, op->getOperand(i));
+  }
+
+  SmallVector<Attribute> axisNames;
+  for (size_t axis : dpAxes)
+    axisNames.push_back(attrs.getStringAttr(mesh.axes[axis]));
+  fn->setAttr(kFuncZero,
+              attrs.getDictionaryAttr({
+                  attrs.getNamedAttr("stage", attrs.getI64IntegerAttr(stage)),
+                  attrs.getNamedAttr("axes", attrs.getArrayAttr(axisNames)),
+                  attrs.getNamedAttr("updates", attrs.getI64IntegerAttr(updates.size())),
+                  attrs.getNamedAttr("sharded_updates", attrs.getI64IntegerAttr(sharded)),
+                  attrs.getNamedAttr("unsharded", attrs.getArrayAttr(unsharded)),
+                  attrs.getNamedAttr("param_bytes_per_rank", attrs.getI64IntegerAttr(paramBytes)),
+                  attrs.getNamedAttr("gradient_bytes_per_rank",
+                                     attrs.getI64IntegerAttr(gradientBytes)),
+                  attrs.getNamedAttr("optimizer_state_bytes_per_rank",
+                                     attrs.getI64IntegerAttr(stateBytes)),
+              }));
+  return success();
+}
+
+class SbpZeroPass : public sbpc::sbp::impl::SbpZeroBase<SbpZeroPass> {
+public:
+  using SbpZeroBase::SbpZeroBase;
+
+  void runOnOperation() override {
+    if (stage < 0 || stage > 3) {
+      getOperation().emitError() << "ZeRO stage must be 0, 1, 2 or 3, got " << static_cast<int64_t>(stage);
+      return signalPassFailure();
+    }
+    if (failed(forEachFunction(getOperation(), cluster,
+                               [&](func::FuncOp fn, LayoutContext &context) {
+                                 return applyZero(fn, context, stage);
+                               })))
+      signalPassFailure();
+  }
+};
+
+} // namespace
