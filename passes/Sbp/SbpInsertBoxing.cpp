@@ -40,10 +40,11 @@ private:
 };
 
 /// Boxes `value` from `from` into `to` before `before`: one sbp.boxing per
-/// hop of the cheapest plan, each with its collective, axis, bytes and
-/// `reason`. Returns the boxed value.
-Value createBoxings(OpBuilder &b, Operation *before, Value value, const sbprt::NdSbp &from,
-                    const sbprt::NdSbp &to, LayoutContext &context, const std::string &reason) {
+/// hop of the cheapest plan, each at `loc` (its consumer's) with its
+/// collective, axis, bytes and `reason`. Returns the boxed value.
+Value createBoxings(OpBuilder &b, Operation *before, Location loc, Value value,
+                    const sbprt::NdSbp &from, const sbprt::NdSbp &to, LayoutContext &context,
+                    const std::string &reason) {
   MLIRContext *ctx = b.getContext();
   const BoxingPlan &plan = context.plans->get(value, from, to);
   auto mesh = FlatSymbolRefAttr::get(context.meshOp.getSymNameAttr());
@@ -53,7 +54,7 @@ Value createBoxings(OpBuilder &b, Operation *before, Value value, const sbprt::N
     sbprt::NdSbp next = current;
     next[step.hop.axis] = step.hop.to;
     value = b.create<BoxingOp>(
-        before->getLoc(), value.getType(), value, mesh, NdSbpAttr::get(ctx, current),
+        loc, value.getType(), value, mesh, NdSbpAttr::get(ctx, current),
         NdSbpAttr::get(ctx, next), b.getStringAttr(sbprt::collectiveName(step.collective)),
         b.getStrArrayAttr({context.mesh.axes[step.hop.axis]}),
         b.getI64IntegerAttr(static_cast<int64_t>(std::llround(step.bytesPerRank))),
@@ -87,7 +88,8 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
         def && !isa<ConstraintOp>(def) &&
         localBytes(context.mesh, want, value) < localBytes(context.mesh, have, value))
       at = def->getNextNode();
-    return boxed.emplace(key, createBoxings(b, at, value, have, want, context, reason))
+    return boxed.emplace(key, createBoxings(b, at, before->getLoc(), value, have, want, context,
+                                            reason))
         .first->second;
   };
   for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {

@@ -77,7 +77,7 @@ LogicalResult MicroBatcher::layOut() {
   OwningOpRef<ModuleOp> copy = ModuleOp::create(fn.getLoc());
   OpBuilder cb(ctx);
   cb.setInsertionPointToStart(copy->getBody());
-  auto meshOp = cb.create<MeshOp>(fn.getLoc(), kMeshName, cb.getStrArrayAttr({"micro_batch"}),
+  cb.create<MeshOp>(fn.getLoc(), kMeshName, cb.getStrArrayAttr({"micro_batch"}),
                                   cb.getDenseI64ArrayAttr({count}));
   auto clone = cast<func::FuncOp>(cb.clone(*fn));
   for (BlockArgument arg : clone.getArguments()) {
@@ -142,7 +142,6 @@ LogicalResult MicroBatcher::layOut() {
                                  "(S(0)) and copies (B) can be assembled from micro-batches";
     resultLayouts.push_back(layout);
   }
-  (void)meshOp;
   return success();
 }
 
