@@ -10,7 +10,7 @@ LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
 
-.PHONY: all deps build test test-training-matrix check-sanitizers demo docs bench-search clean
+.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-gpu clean
 
 all: build
 
@@ -43,13 +43,24 @@ test: build
 	echo "tests took $$(( $$(date +%s) - start )) s"; \
 	test/lit-summary.sh $(BUILD)/test.log $$status
 
+# The GPU tests (REQUIRES: gpu under test/: the CUDA target against the
+# reference and single-device training, compute-sanitizer) and the CUDA
+# target's build tests. make test builds the CUDA target and skips these
+# where there is no GPU; this fails there instead.
+test-gpu: build
+	@nvidia-smi -L 2>/dev/null | grep -q GPU || \
+	  { echo "make test-gpu: no GPU here (nvidia-smi -L lists none)"; exit 1; }
+	@$(LIT) -sv $(BUILD)/test --filter 'e2e/(gpu|cuda)-' 2>&1 | tee $(BUILD)/test-gpu.log; \
+	  test/lit-summary.sh $(BUILD)/test-gpu.log $${PIPESTATUS[0]}
+
 # Every test again under AddressSanitizer and UBSan, in its own build
 # directory (a few minutes more). LLVM's allocators poison their slabs from
 # inline code that libMLIR.so, built without ASan, does not unpoison:
 # allow_user_poisoning=0 ignores that poisoning and keeps every real check.
 check-sanitizers: deps
 	@[ -f $(BUILD)-asan/build.ninja ] || cmake -S . -B $(BUILD)-asan $(CMAKE_FLAGS) \
-	  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1"
+	  -DCMAKE_BUILD_TYPE=Debug -DSBPC_CUDA=OFF \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1"
 	@cmake --build $(BUILD)-asan
 	@ASAN_OPTIONS=allow_user_poisoning=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(LIT) -sv $(BUILD)-asan/test $(BUILD)-asan/test/unit 2>&1 | tee $(BUILD)-asan/test.log; \
@@ -63,6 +74,12 @@ bench-search: build
 	@[ -x $(BENCH_VENV)/bin/python ] || { python3 -m venv $(BENCH_VENV) && \
 	  $(BENCH_VENV)/bin/pip install -q matplotlib==3.9.2; }
 	@$(BENCH_VENV)/bin/python bench/search/run.py --sbpc $(BUILD)/bin/sbpc --out bench/search
+
+# The GPU benchmark (bench/README.md): GPT-2 small and medium, forward and
+# training step, against PyTorch eager and torch.compile where PyTorch has
+# CUDA. Needs a GPU.
+bench-gpu: build
+	@/usr/bin/python3 bench/gpu/run.py --sbpc $(BUILD)/bin/sbpc --out bench/gpu
 
 demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo

@@ -74,6 +74,8 @@ struct RunCompiledCommand {
   /// A rank whose op makes no progress this long ends the job.
   double timeout = 600;
   bool quiet = false; // no progress or "wrote" lines
+  /// Runs of the program in each rank's process (timed; run.json's repeats).
+  int64_t repeat = 1;
 };
 mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
 

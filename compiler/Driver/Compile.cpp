@@ -7,7 +7,7 @@
 #include "compiler/Sbp/Strategies.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
-#include "compiler/Target/CpuTarget.h"
+#include "compiler/Target/Target.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "passes/Graph/Passes.h"
@@ -183,9 +183,13 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   if (!command.reportOnly &&
       failed(writeFile(modelPath.str().str(), [&](llvm::raw_ostream &os) { module->print(os); })))
     return failure();
-  if (!command.reportOnly && command.target == "cpu" &&
-      failed(buildCpuTarget(*module, command.cluster, command.outputDir, report)))
-    return failure();
+  if (!command.reportOnly && !command.target.empty()) {
+    TargetOptions target;
+    target.kind = command.target == "cuda" ? TargetKind::Cuda : TargetKind::Cpu;
+    target.cudaArch = command.cudaArch;
+    if (failed(buildTarget(*module, command.cluster, target, command.outputDir, report)))
+      return failure();
+  }
   if (failed(writeFile(reportPath.str().str(),
                        [&](llvm::raw_ostream &os) { os << report.dump(2) << "\n"; })))
     return failure();

@@ -17,7 +17,7 @@ struct CompileCommand {
   std::string outputDir;
   bool reportOnly = false;          // --emit report: only report.json
   bool ignoreMemory = false;        // auto: do not reject plans over device memory
-  std::string target;               // "" (plan only) or "cpu"
+  std::string target;               // "" (plan only), "cpu" or "cuda"
   // --train: the model's loss is differentiated and one optimizer step
   // added (--graph-autodiff, --graph-optimizer) before anything else.
   bool train = false;
@@ -26,11 +26,12 @@ struct CompileCommand {
   int64_t zero = 0;               // ZeRO stage 0..3 (--sbp-zero)
   int64_t microBatches = 1;       // gradient accumulation (--sbp-micro-batches)
   std::string recompute = "none"; // none | full | selective (--graph-autodiff)
+  std::string cudaArch = "sm_90"; // --target cuda: nvcc's -arch
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless
 /// reportOnly, the laid-out model sbp.mlir; with a target, also the rank
-/// programs and executables (see buildCpuTarget).
+/// programs and executables (see buildTarget).
 mlir::LogicalResult runCompile(mlir::MLIRContext &ctx, const CompileCommand &command);
 
 } // namespace sbpc

@@ -47,7 +47,7 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
   std::ifstream file(path);
   if (!file)
     return reportError(dir + " is not a compiled program (no program.json; compile with "
-                             "--target cpu)");
+                             "--target cpu or cuda)");
   nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
   ProgramManifest manifest;
   // A hand-edited or foreign file is an error, not an exception.
@@ -130,6 +130,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     args.insert(args.end(), {"--timeout", std::to_string(command.timeout)});
   if (command.memoryLimit)
     args.insert(args.end(), {"--memory-limit", std::to_string(command.memoryLimit)});
+  if (command.repeat > 1)
+    args.insert(args.end(), {"--repeat", std::to_string(command.repeat)});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string log = joinPath(command.outputDir, "job.log");
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),

@@ -1,4 +1,4 @@
-// The exec passes: static memory planning.
+// The exec passes: fusion of elementwise chains, static memory planning.
 #pragma once
 
 #include "mlir/IR/BuiltinOps.h"

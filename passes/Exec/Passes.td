@@ -24,4 +24,29 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
+  let summary = "groups elementwise chains into exec.fused ops";
+  let description = [{
+    In each exec program, an elementwise graph op (neg, exp, log, tanh,
+    sqrt, rsqrt, relu, gelu, add, sub, mul, div, relu_grad, gelu_grad)
+    whose result feeds only one other elementwise op, with the same type,
+    joins that op's chain; each chain of two or more ops becomes one
+    `exec.fused` whose inputs are what the chain reads from outside (bias
+    vectors and scalars broadcast). The emitters make one loop or one
+    kernel of it, so the intermediate values take neither memory bandwidth
+    nor arena space. Run before --exec-plan-memory.
+
+    ```mlir
+    // graph.add %x, %b then graph.gelu become
+    %y = exec.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %0 = graph.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %1 = graph.gelu %0 : tensor<4x8xf32>
+      exec.yield %1 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::sbpc::exec::ExecDialect"];
+}
+
 #endif // SBPC_EXEC_PASSES

@@ -1,6 +1,7 @@
 // Reference CPU kernels. Clear loops in a fixed order (bit-identical run to
 // run); sums accumulate in double; GEMM goes to BLAS.
 #include "runtime/cpu/Kernels.h"
+#include "runtime/Elementwise.h"
 #include "runtime/Tensor.h"
 
 #include <cblas.h>
@@ -43,51 +44,9 @@ static void walk(const Shape &shape, const std::array<Shape, N> &strides,
   }
 }
 
-// GPT-2's tanh approximation: gelu(x) = 0.5 x (1 + tanh(kGeluScale (x + kGeluCubic x^3))).
-static const double kGeluScale = std::sqrt(2.0 / M_PI);
-static constexpr double kGeluCubic = 0.044715;
-
-static float applyUnary(UnaryKind kind, float x) {
-  switch (kind) {
-  case UnaryKind::Neg:
-    return -x;
-  case UnaryKind::Exp:
-    return std::exp(x);
-  case UnaryKind::Log:
-    return std::log(x);
-  case UnaryKind::Tanh:
-    return std::tanh(x);
-  case UnaryKind::Sqrt:
-    return std::sqrt(x);
-  case UnaryKind::Rsqrt:
-    return 1.0f / std::sqrt(x);
-  case UnaryKind::Relu:
-    return x > 0.0f ? x : 0.0f;
-  case UnaryKind::Gelu: {
-    double v = x;
-    return static_cast<float>(0.5 * v * (1.0 + std::tanh(kGeluScale * (v + kGeluCubic * v * v * v))));
-  }
-  }
-  return x;
-}
-
 void unary(UnaryKind kind, const float *in, float *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    out[i] = applyUnary(kind, in[i]);
-}
-
-static float applyBinary(BinaryKind kind, float a, float b) {
-  switch (kind) {
-  case BinaryKind::Add:
-    return a + b;
-  case BinaryKind::Sub:
-    return a - b;
-  case BinaryKind::Mul:
-    return a * b;
-  case BinaryKind::Div:
-    return a / b;
-  }
-  return a;
+    out[i] = elementwise::unary(kind, in[i]);
 }
 
 /// Strides of `shape` seen through the broadcast to `outShape`: 0 where a
@@ -105,7 +64,7 @@ void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const floa
   std::array<Shape, 2> strides = {broadcastStrides(lhsShape, outShape),
                                    broadcastStrides(rhsShape, outShape)};
   walk<2>(outShape, strides, {0, 0}, [&](int64_t i, const std::array<int64_t, 2> &at) {
-    out[i] = applyBinary(kind, lhs[at[0]], rhs[at[1]]);
+    out[i] = elementwise::binary(kind, lhs[at[0]], rhs[at[1]]);
   });
 }
 
@@ -287,16 +246,12 @@ bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int
 
 void reluGrad(const float *x, const float *dy, float *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    dx[i] = elementwise::reluGrad(x[i], dy[i]);
 }
 
 void geluGrad(const float *x, const float *dy, float *dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double v = x[i];
-    double t = std::tanh(kGeluScale * (v + kGeluCubic * v * v * v));
-    double dt = (1.0 - t * t) * kGeluScale * (1.0 + 3.0 * kGeluCubic * v * v);
-    dx[i] = static_cast<float>(dy[i] * (0.5 * (1.0 + t) + 0.5 * v * dt));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = elementwise::geluGrad(x[i], dy[i]);
 }
 
 void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis) {
@@ -394,27 +349,18 @@ void broadcast(const float *in, const Shape &inShape, float *out, const Shape &o
 
 void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,
                double momentum, double weightDecay, float *newParam, float *newVelocity) {
-  for (int64_t i = 0; i < n; ++i) {
-    double v = momentum * velocity[i] + (grad[i] + weightDecay * param[i]);
-    newVelocity[i] = static_cast<float>(v);
-    newParam[i] = static_cast<float>(param[i] - lr * v);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    elementwise::sgd(param[i], grad[i], velocity[i], lr, momentum, weightDecay, newParam[i],
+                     newVelocity[i]);
 }
 
 void adamwUpdate(const float *param, const float *grad, const float *m, const float *v, int64_t n,
                  double step, double lr, double beta1, double beta2, double eps,
                  double weightDecay, float *newParam, float *newM, float *newV) {
   double correction1 = 1.0 - std::pow(beta1, step), correction2 = 1.0 - std::pow(beta2, step);
-  for (int64_t i = 0; i < n; ++i) {
-    double g = grad[i];
-    double m1 = beta1 * m[i] + (1.0 - beta1) * g;
-    double v1 = beta2 * v[i] + (1.0 - beta2) * g * g;
-    double p = param[i] * (1.0 - lr * weightDecay);
-    newM[i] = static_cast<float>(m1);
-    newV[i] = static_cast<float>(v1);
-    newParam[i] =
-        static_cast<float>(p - lr * (m1 / correction1) / (std::sqrt(v1 / correction2) + eps));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
+                       correction1, correction2, newParam[i], newM[i], newV[i]);
 }
 
 } // namespace sbprt::cpu

@@ -3,17 +3,35 @@
 
 #include "runtime/Tensor.h"
 
+#include <cstring>
+
 namespace sbprt::cpu {
 
-void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,
-              const Shape &cShape, bool transposeA, bool transposeB) {
+void copy(void *dst, const void *src, size_t bytes) { std::memmove(dst, src, bytes); }
+
+void upload(void *dst, const void *src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void adamwUpdateOp(const float *param, const float *grad, const float *m, const float *v,
+                   int64_t n, const float *step, double lr, double beta1, double beta2,
+                   double eps, double weightDecay, float *newParam, float *newM, float *newV) {
+  adamwUpdate(param, grad, m, v, n, *step, lr, beta1, beta2, eps, weightDecay, newParam, newM,
+              newV);
+}
+
+MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Shape &cShape,
+                      bool transposeA) {
   size_t r = cShape.size();
   int64_t batch = 1;
   for (size_t d = 0; d + 2 < r; ++d)
     batch *= cShape[d];
-  int64_t k = aShape[r - (transposeA ? 2 : 1)];
-  matmul(a, b, c, batch, cShape[r - 2], cShape[r - 1], k, transposeA, transposeB,
-         /*sharedB=*/bShape.size() == 2);
+  return {batch, cShape[r - 2], cShape[r - 1], aShape[r - (transposeA ? 2 : 1)],
+          bShape.size() == 2};
+}
+
+void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,
+              const Shape &cShape, bool transposeA, bool transposeB) {
+  MatmulDims g = matmulDims(aShape, bShape, cShape, transposeA);
+  matmul(a, b, c, g.batch, g.m, g.n, g.k, transposeA, transposeB, g.sharedB);
 }
 
 void layerNormOp(const float *x, const float *scale, const float *bias, float *y,

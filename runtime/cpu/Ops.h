@@ -10,6 +10,26 @@
 
 namespace sbprt::cpu {
 
+/// Bytes within the arena (reshapes, the input of in-place collectives);
+/// the buffers may overlap.
+void copy(void *dst, const void *src, size_t bytes);
+/// Bytes from the program's own (host) data into the arena: constants.
+void upload(void *dst, const void *src, size_t bytes);
+
+/// graph.adamw_update with the 1-based step read from the arena.
+void adamwUpdateOp(const float *param, const float *grad, const float *m, const float *v,
+                   int64_t n, const float *step, double lr, double beta1, double beta2,
+                   double eps, double weightDecay, float *newParam, float *newM, float *newV);
+
+/// The GEMMs graph.matmul is: `batch` products of m x k by k x n; a
+/// rank-2 b is shared by every batch entry.
+struct MatmulDims {
+  int64_t batch, m, n, k;
+  bool sharedB;
+};
+MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Shape &cShape,
+                      bool transposeA);
+
 /// graph.matmul: c = op(a) x op(b), batched over c's leading dimensions; a
 /// rank-2 `b` is shared by every batch entry.
 void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,

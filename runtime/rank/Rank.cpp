@@ -69,10 +69,58 @@ Segments segmentsOf(const std::vector<int64_t> &partShape, int64_t dim, size_t e
   return s;
 }
 
+/// CPU programs: the arena is host memory.
+class HostBackend final : public Backend {
+public:
+  void *allocate(uint64_t bytes, std::string &error) override {
+    uint64_t rounded = (bytes + 63) / 64 * 64;
+    void *arena = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (!arena)
+      error = "out of memory: cannot allocate the arena of " + std::to_string(bytes) + " bytes";
+    return arena;
+  }
+  void release(void *arena) override { std::free(arena); }
+  bool upload(void *dst, const void *src, size_t bytes, std::string &) override {
+    std::memmove(dst, src, bytes);
+    return true;
+  }
+  bool download(void *dst, const void *src, size_t bytes, std::string &) override {
+    std::memmove(dst, src, bytes);
+    return true;
+  }
+  bool copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                size_t rows, std::string &) override {
+    for (size_t row = 0; row < rows; ++row)
+      std::memmove(static_cast<char *>(dst) + row * dstPitch,
+                   static_cast<const char *>(src) + row * srcPitch, width);
+    return true;
+  }
+  bool fill(float *dst, int64_t n, float value, std::string &) override {
+    std::fill(dst, dst + n, value);
+    return true;
+  }
+};
+
+HostBackend hostBackend;
+Rank *activeRank = nullptr;
+
 } // namespace
 
+Backend::~Backend() = default;
+
+void failActive(const std::string &message) {
+  if (activeRank)
+    activeRank->fail(message);
+  std::string line = "rank ? failed in " + std::string(currentOp) + ": " + message + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  std::exit(1);
+}
+
 Rank::Rank(int argc, char **argv, const ProgramInfo &info)
-    : info_(info), start_(std::chrono::steady_clock::now()) {
+    : info_(info), backend_(info.backend ? info.backend : &hostBackend),
+      start_(std::chrono::steady_clock::now()) {
+  activeRank = this;
   std::string error;
   comm_ = comm::createMpiCommunicator(&argc, &argv, info.mesh, error);
   if (!comm_) {
@@ -83,6 +131,16 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     std::exit(1);
   }
   rank_ = comm_->rank();
+  comm_ = backend_->attach(std::move(comm_), error);
+  if (!comm_) {
+    std::string line = "rank " + std::to_string(rank_) + " failed in startup: " + error + "\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    // Not MPI_Finalize, which would wait for ranks that may be waiting for
+    // this one (in NCCL's setup): a rank that exits without finalizing
+    // makes mpirun stop every other rank.
+    std::_Exit(1);
+  }
   std::snprintf(crashPrefix, sizeof crashPrefix, "rank %lld failed in ",
                 static_cast<long long>(rank_));
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
@@ -111,6 +169,11 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
       timeout_ = std::strtod(value.c_str(), &end);
       if (value.empty() || *end || !(timeout_ > 0))
         fail("--timeout expects a positive number of seconds, got '" + value + "'");
+    } else if (flag == "--repeat") {
+      char *end = nullptr;
+      repeats_ = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end || repeats_ < 1)
+        fail("--repeat expects a positive number of runs, got '" + value + "'");
     } else if (flag == "--memory-limit") {
       char *end = nullptr;
       memoryLimit_ = std::strtoull(value.c_str(), &end, 10);
@@ -134,18 +197,19 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
   if (memoryLimit_ && info.arenaBytes > memoryLimit_)
     fail("out of memory: the arena needs " + std::to_string(info.arenaBytes) +
          " bytes, more than the limit of " + std::to_string(memoryLimit_));
-  uint64_t rounded = (info.arenaBytes + 63) / 64 * 64;
-  arena_ = static_cast<unsigned char *>(std::aligned_alloc(64, rounded ? rounded : 64));
+  arena_ = static_cast<unsigned char *>(backend_->allocate(info.arenaBytes, error));
   if (!arena_)
-    fail("out of memory: cannot allocate the arena of " + std::to_string(info.arenaBytes) +
-         " bytes");
+    fail(error);
 }
 
 Rank::~Rank() {
   finished_ = true;
   if (watchdog_.joinable())
     watchdog_.join();
-  std::free(arena_);
+  if (arena_)
+    backend_->release(arena_);
+  if (activeRank == this)
+    activeRank = nullptr;
 }
 
 void Rank::watch() {
@@ -204,8 +268,43 @@ void *Rank::reserve(uint64_t offset, uint64_t bytes) {
   return arena_ + offset;
 }
 
+/// Adds the time from its construction to its destruction to ioSeconds_,
+/// after waiting for the work queued before it (which is compute).
+class Rank::IoTimer {
+public:
+  explicit IoTimer(Rank &rank) : rank_(rank) {
+    std::string error;
+    rank_.check(rank_.backend_->synchronize(error), error);
+    start_ = std::chrono::steady_clock::now();
+  }
+  ~IoTimer() {
+    rank_.ioSeconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+private:
+  Rank &rank_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+void Rank::beginRepeat() {
+  std::string error;
+  check(backend_->synchronize(error), error);
+  ioSeconds_ = 0;
+  repeatStart_ = std::chrono::steady_clock::now();
+}
+
+void Rank::endRepeat() {
+  std::string error;
+  check(backend_->synchronize(error), error);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - repeatStart_).count();
+  repeatSeconds_.emplace_back(seconds, std::max(0.0, seconds - ioSeconds_));
+}
+
 void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
                 const std::vector<int64_t> &stored, const NdSbp &layout, void *dst) {
+  IoTimer timer(*this);
   Block block = blockOf(info_.mesh, layout, global, rank_);
   size_t bytes = static_cast<size_t>(numElements(block.sizes)) * dtypeSize(dtype);
   // A partial sum is held by coordinate 0 of its axes, zeros elsewhere; a
@@ -213,7 +312,9 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
   for (size_t axis = 0; axis < layout.size(); ++axis)
     if (layout[axis].isPartial() && layout[axis].reduce == Sbp::Reduce::Sum &&
         comm_->coordinate(axis) != 0) {
-      std::memset(dst, 0, bytes);
+      std::vector<unsigned char> zeros(bytes);
+      std::string error;
+      check(backend_->upload(dst, zeros.data(), bytes, error), error);
       return;
     }
   const std::vector<int64_t> &fileShape = stored.empty() ? global : stored;
@@ -252,18 +353,19 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
       fail(file->second + ": " + what + " has dtype " + dtypeName(shard.dtype()) +
            ", expected " + dtypeName(dtype));
   }
-  std::memcpy(dst, shard.data(), bytes);
+  check(backend_->upload(dst, shard.data(), bytes, error), error);
 }
 
 void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
                  const NdSbp &layout, const void *src) {
+  IoTimer timer(*this);
   for (size_t axis = 0; axis < layout.size(); ++axis)
     if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0)
       return; // a replica that coordinate 0 of this axis writes
   Block block = blockOf(info_.mesh, layout, global, rank_);
   Tensor shard(dtype, block.sizes);
-  std::memcpy(shard.data(), src, shard.numBytes());
   std::string error;
+  check(backend_->download(shard.data(), src, shard.numBytes(), error), error);
   check(io::writeNpy(outputDir_ + "/.shards/" + name + ".rank" + std::to_string(rank_) + ".npy",
                      shard, error),
         error);
@@ -275,33 +377,36 @@ void Rank::localSlice(size_t axis, int64_t dim, const void *in,
   std::vector<int64_t> part = inShape;
   part[dim] /= p;
   Segments s = segmentsOf(part, dim, elementBytes);
-  auto *src = static_cast<const unsigned char *>(in);
-  auto *dst = static_cast<unsigned char *>(out);
-  for (int64_t row = 0; row < s.outer; ++row)
-    std::memcpy(dst + row * s.partBytes, src + (row * p + c) * s.partBytes, s.partBytes);
+  std::string error;
+  check(backend_->copyRows(out, s.partBytes, static_cast<const unsigned char *>(in) + c * s.partBytes,
+                           p * s.partBytes, s.partBytes, s.outer, error),
+        error);
 }
 
 void Rank::zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const float *in,
                    const std::vector<int64_t> &inShape, float *out) {
   int64_t p = info_.mesh.shape[axis], c = comm_->coordinate(axis);
   float identity = reduce == Sbp::Reduce::Sum ? 0.0f : -std::numeric_limits<float>::infinity();
-  std::fill(out, out + numElements(inShape) * p, identity);
+  std::string error;
+  check(backend_->fill(out, numElements(inShape) * p, identity, error), error);
   Segments s = segmentsOf(inShape, dim, sizeof(float));
-  auto *src = reinterpret_cast<const unsigned char *>(in);
-  auto *dst = reinterpret_cast<unsigned char *>(out);
-  for (int64_t row = 0; row < s.outer; ++row)
-    std::memcpy(dst + (row * p + c) * s.partBytes, src + row * s.partBytes, s.partBytes);
+  check(backend_->copyRows(reinterpret_cast<unsigned char *>(out) + c * s.partBytes,
+                           p * s.partBytes, in, s.partBytes, s.partBytes, s.outer, error),
+        error);
 }
 
 void Rank::keepOne(size_t axis, const float *in, int64_t elements, float *out) {
-  if (comm_->coordinate(axis) == 0)
-    std::memmove(out, in, elements * sizeof(float));
-  else
-    std::fill(out, out + elements, 0.0f);
+  std::string error;
+  size_t bytes = elements * sizeof(float);
+  check(comm_->coordinate(axis) == 0 ? backend_->copyRows(out, bytes, in, bytes, bytes, 1, error)
+                                     : backend_->fill(out, elements, 0.0f, error),
+        error);
 }
 
 int Rank::finish() {
   op("finishing");
+  std::string error;
+  check(backend_->synchronize(error), error);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   nlohmann::json stats = {{"rank", rank_},
@@ -310,6 +415,11 @@ int Rank::finish() {
                           {"arena_bytes", info_.arenaBytes},
                           {"arena_peak_bytes", arenaPeak_},
                           {"seconds", seconds}};
+  if (!repeatSeconds_.empty()) {
+    stats["repeats"] = nlohmann::json::array();
+    for (const auto &[all, compute] : repeatSeconds_)
+      stats["repeats"].push_back({{"seconds", all}, {"compute_seconds", compute}});
+  }
   std::string path = outputDir_ + "/.shards/rank" + std::to_string(rank_) + ".json";
   std::ofstream file(path);
   file << stats.dump() << "\n";

@@ -4,10 +4,14 @@
 //
 // A rank program is run as
 //   rank<r> --params P.safetensors --input NAME=FILE.npy ... --output-dir D
-//           [--memory-limit BYTES] [--timeout SECONDS]
+//           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N]
 // by `sbpc run` (or out/launch.sh) under mpirun. It writes D/.shards/:
 // NAME.rank<r>.npy for every output shard it holds (replicas once), and
 // rank<r>.json with what it measured (bytes sent, arena peak, seconds).
+// --repeat N runs the whole program N times in the one process (the
+// outputs are the same each time), timing each run: `repeats` in
+// rank<r>.json has each run's seconds and its compute seconds (without
+// the time spent loading and storing shards), for benchmarks.
 // Any error prints one line "rank R failed in OP: MESSAGE" and ends the
 // whole job; so does an op that makes no progress for --timeout seconds
 // (a rank it waits for has stopped), so that no job hangs.
@@ -32,12 +36,44 @@
 
 namespace sbprt::rank {
 
+/// Where a program's arena lives and how bytes move in and out of it: host
+/// memory for CPU programs (the default), a GPU's memory for CUDA programs
+/// (runtime/cuda/Cuda.h). Failures come back as false with `error` set.
+class Backend {
+public:
+  virtual ~Backend();
+  /// Called once the job is joined (`mpi` up): may pick a device and put
+  /// another communicator in MPI's place; null with `error` set on failure.
+  virtual std::unique_ptr<comm::Communicator>
+  attach(std::unique_ptr<comm::Communicator> mpi, std::string &error) {
+    return mpi;
+  }
+  virtual void *allocate(uint64_t bytes, std::string &error) = 0;
+  virtual void release(void *arena) = 0;
+  /// `bytes` from host memory into the arena, and back.
+  virtual bool upload(void *dst, const void *src, size_t bytes, std::string &error) = 0;
+  virtual bool download(void *dst, const void *src, size_t bytes, std::string &error) = 0;
+  /// Within the arena: `rows` rows of `width` bytes, consecutive rows
+  /// `dstPitch` and `srcPitch` bytes apart.
+  virtual bool copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+                        size_t width, size_t rows, std::string &error) = 0;
+  /// `n` floats of the arena set to `value`.
+  virtual bool fill(float *dst, int64_t n, float value, std::string &error) = 0;
+  /// Waits for the work queued so far; reports what failed in it.
+  virtual bool synchronize(std::string &error) { return true; }
+};
+
 /// What the compiler knows about the program a rank runs.
 struct ProgramInfo {
   const char *name; // "program0"
   Mesh mesh;
   uint64_t arenaBytes;
+  Backend *backend = nullptr; // null: the host
 };
+
+/// Ends the job from code that has no Rank at hand (a GPU kernel's error
+/// check): "rank R failed in OP: message", as Rank::fail.
+[[noreturn]] void failActive(const std::string &message);
 
 class Rank {
 public:
@@ -85,15 +121,24 @@ public:
       fail(error);
   }
 
+  /// How many times main runs the program (--repeat), and the marks
+  /// around each run.
+  int64_t repeats() const { return repeats_; }
+  void beginRepeat();
+  void endRepeat();
+
   /// Writes the measurements and leaves the job; main returns this.
   int finish();
 
 private:
   void *reserve(uint64_t offset, uint64_t bytes);
+  /// Time spent in loads and stores, kept out of the compute time.
+  class IoTimer;
   /// Ends the job when no op starts for timeout_ seconds.
   void watch();
 
   ProgramInfo info_;
+  Backend *backend_;
   int64_t rank_ = 0;
   std::unique_ptr<comm::Communicator> comm_;
   std::string paramsPath_, outputDir_;
@@ -110,6 +155,10 @@ private:
   unsigned char *arena_ = nullptr;
   uint64_t arenaPeak_ = 0;
   std::chrono::steady_clock::time_point start_;
+  int64_t repeats_ = 1;
+  double ioSeconds_ = 0;
+  std::chrono::steady_clock::time_point repeatStart_;
+  std::vector<std::pair<double, double>> repeatSeconds_; // (seconds, compute seconds)
 };
 
 } // namespace sbprt::rank

@@ -1,7 +1,7 @@
 """End-to-end check of distributed execution against the reference evaluator.
 
 For one model (the MLP or a 2-layer GPT, both with a loss), compiles it with
-`sbpc compile --target cpu` for every strategy on every mesh given, and for
+`sbpc compile --target cpu` (or --target cuda) for every strategy on every mesh given, and for
 random legal layout seeds, runs the ranks with `sbpc run`, and checks:
 
 - every output equals the single-device reference (`sbpc run model.mlir`)
@@ -19,7 +19,7 @@ With --autodiff, the model is first differentiated (sbpc-opt
 --graph-autodiff): every parameter's gradient is an output too, and the
 backward ops are laid out, boxed and run like the forward ones.
 
-usage: spmd_suite.py --sbpc S --workdir W --model mlp|gpt [--autodiff]
+usage: spmd_suite.py --sbpc S --workdir W --model mlp|gpt [--autodiff] [--target cpu|cuda]
            [--cases STRATEGY@MESH ...] [--random N --random-meshes MESH ...]
 """
 import argparse
@@ -81,7 +81,7 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
     out, res = os.path.join(work, name), os.path.join(work, name + "-res")
     shutil.rmtree(out, ignore_errors=True)
     compiled = sbpc(args, "compile", os.path.join(work, "model.mlir"), *compile_flags,
-                    "--target", "cpu", "-o", out)
+                    "--target", args.target, "-o", out)
     if compiled.returncode != 0:
         message = compiled.stderr.strip().splitlines()[-1] if compiled.stderr.strip() else "?"
         if any(reason in message for reason in NOT_APPLICABLE):
@@ -137,6 +137,8 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--autodiff", action="store_true", help="check gradients too")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
+                    help="what the ranks run on (cuda: the GPUs of this machine, shared if fewer)")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 2**31
     print(f"spmd-suite: {args.model}, seed {seed}")

@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
+                    help="what the ranks run on (cuda: the GPUs of this machine, shared if fewer)")
     ap.add_argument("--cases", nargs="+", required=True)
     ap.add_argument("--batch", type=int, help="the model's batch (default: 4 GPT, 8 MLP)")
     ap.add_argument("--falling", action="store_true",
@@ -87,7 +89,7 @@ def main():
         try:
             sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
                  "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum",
-                 str(args.momentum), "--eps", str(args.eps), *sum(extra, []), "--target", "cpu",
+                 str(args.momentum), "--eps", str(args.eps), *sum(extra, []), "--target", args.target,
                  "-o", out)
             sbpc("run", out, *train, "--output-dir", res)
         except RuntimeError as e:

@@ -98,6 +98,11 @@ static cl::opt<double> runTimeout("timeout",
                                   cl::desc("Compiled dir: end the job when a rank's op makes no "
                                            "progress for this many seconds (default 600)"),
                                   cl::init(600), cl::sub(runCommand), cl::cat(runCategory));
+static cl::opt<int64_t> runRepeat("repeat",
+                                  cl::desc("Compiled dir: run the program this many times in each "
+                                           "rank and time every run (run.json's repeats), for "
+                                           "benchmarks"),
+                                  cl::init(1), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<int64_t> runSteps("steps",
                                  cl::desc("Run a training step (compiled with --train) this many "
                                           "times: losses.npy and params.safetensors"),
@@ -140,9 +145,16 @@ static cl::opt<std::string> compileEmit("emit",
                                         cl::init("all"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileTarget("target",
-                  cl::desc("Also build per-rank executables: cpu (C++ and MPI). Without it, only "
-                           "the plan (report.json, sbp.mlir)"),
-                  cl::value_desc("cpu"), cl::sub(compileCommand), cl::cat(compileCategory));
+                  cl::desc("Also build per-rank executables: cpu (C++ and MPI) or cuda (CUDA "
+                           "C++, cuBLAS and NCCL; one GPU per rank). Without it, only the plan "
+                           "(report.json, sbp.mlir)"),
+                  cl::value_desc("cpu|cuda"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string>
+    compileCudaArch("cuda-arch",
+                    cl::desc("--target cuda: the GPU architecture nvcc builds for (default sm_90; "
+                             "the runtime is built for SBPC_CUDA_ARCHITECTURES)"),
+                    cl::init("sm_90"), cl::value_desc("sm_NN"), cl::sub(compileCommand),
+                    cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
                                   cl::desc("Compile one training step: the loss's gradients "
                                            "and an optimizer update of every parameter"),
@@ -186,9 +198,15 @@ static cl::opt<std::string> explainReport(cl::Positional, cl::desc("<report.json
 static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (compileEmit != "all" && compileEmit != "report")
     return sbpc::reportError("--emit must be all or report, got '" + compileEmit + "'");
-  if (!compileTarget.empty() && compileTarget != "cpu")
-    return sbpc::reportError("--target must be cpu, got '" + compileTarget +
-                             "' (cuda is not built yet)");
+  if (!compileTarget.empty() && compileTarget != "cpu" && compileTarget != "cuda")
+    return sbpc::reportError("--target must be cpu or cuda, got '" + compileTarget + "'");
+  llvm::StringRef arch = compileCudaArch.getValue();
+  if (!arch.consume_front("sm_") || arch.empty() ||
+      arch.find_first_not_of("0123456789") != llvm::StringRef::npos)
+    return sbpc::reportError("--cuda-arch must be sm_ and a number, as sm_90, got '" +
+                             compileCudaArch + "'");
+  if (compileCudaArch.getNumOccurrences() && compileTarget != "cuda")
+    return sbpc::reportError("--cuda-arch applies to --target cuda");
   if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
     return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
   if (compileZero < 0 || compileZero > 3)
@@ -206,7 +224,8 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                                 compileCluster, compileOutput, compileEmit == "report",
                                 compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
                                 compileLr, compileMomentum, compileWeightDecay, compileEps,
-                                compileZero, compileMicroBatches, compileRecompute});
+                                compileZero, compileMicroBatches, compileRecompute,
+                                compileCudaArch});
 }
 
 int main(int argc, char **argv) {
@@ -216,7 +235,7 @@ int main(int argc, char **argv) {
                               "sbpc: automatic parallelization of deep-learning graphs\n\n"
                               "  sbpc gen gpt|mlp [options] -o model.mlir [--params p.safetensors]\n"
                               "  sbpc compile model.mlir --mesh dp=2,tp=2 [--strategy auto] "
-                              "[--target cpu] -o DIR\n"
+                              "[--target cpu|cuda] -o DIR\n"
                               "  sbpc run DIR|model.mlir --params p.safetensors --input NAME=FILE.npy "
                               "--output-dir RES\n"
                               "  sbpc explain DIR/report.json\n");
@@ -230,13 +249,20 @@ int main(int argc, char **argv) {
   LogicalResult result = failure();
   if (genCommand)
     result = runGenCommand(ctx);
+  else if (runCommand && runRepeat.getNumOccurrences() &&
+           (runRepeat < 1 || runSteps.getNumOccurrences() ||
+            !llvm::sys::fs::is_directory(runModel.getValue())))
+    result = sbpc::reportError(runRepeat < 1 ? "--repeat must be at least 1, got " +
+                                                   std::to_string(runRepeat)
+                                             : std::string("--repeat applies to a compiled "
+                                                           "directory, without --steps"));
   else if (runCommand)
     result = runSteps.getNumOccurrences()
                  ? sbpc::runTraining(ctx, {runModel, runParams, runInputs, runOutputDir, runSteps,
                                            runMemoryLimit, runTimeout})
              : llvm::sys::fs::is_directory(runModel.getValue())
-                 ? sbpc::runCompiled(
-                       {runModel, runParams, runInputs, runOutputDir, runMemoryLimit, runTimeout})
+                 ? sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir,
+                                      runMemoryLimit, runTimeout, /*quiet=*/false, runRepeat})
                  : sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
   else if (compileCommand)
     result = runCompileCommand(ctx);

@@ -219,5 +219,37 @@ static LogicalResult checkPeer(Operation *op, int64_t peer, int64_t tag) {
 LogicalResult SendOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
 LogicalResult RecvOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
 
+LogicalResult FusedOp::verify() {
+  auto resultType = getResult().getType();
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size() << " inputs but its body takes "
+                         << body.getNumArguments();
+  for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments())) {
+    if (input.getType() != arg.getType())
+      return emitOpError() << "body argument " << arg.getArgNumber() << " is " << arg.getType()
+                           << ", its input " << input.getType();
+    // NumPy broadcasting: trailing dimensions equal or 1, none extra.
+    auto shape = cast<RankedTensorType>(input.getType()).getShape();
+    auto out = resultType.getShape();
+    bool fits = shape.size() <= out.size();
+    for (size_t d = 0; fits && d < shape.size(); ++d) {
+      int64_t dim = shape[shape.size() - 1 - d];
+      fits = dim == 1 || dim == out[out.size() - 1 - d];
+    }
+    if (!fits)
+      return emitOpError() << "input " << arg.getArgNumber() << " of type " << input.getType()
+                           << " does not broadcast to " << resultType;
+  }
+  for (Operation &op : body.without_terminator())
+    if (op.getNumResults() != 1 || op.getResult(0).getType() != resultType)
+      return op.emitOpError() << "in exec.fused must make one value of the result's type "
+                              << resultType;
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValue().getType() != resultType)
+    return emitOpError() << "must yield a value of its result's type " << resultType;
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Exec/IR/ExecOps.cpp.inc"

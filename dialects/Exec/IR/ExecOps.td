@@ -200,4 +200,43 @@ def Exec_KeepOneOp : Exec_Op<"keep_one", [AllTypesMatch<["input", "result"]>]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused computation
+//===----------------------------------------------------------------------===//
+
+def Exec_FusedOp : Exec_Op<"fused", [IsolatedFromAbove]> {
+  let summary = "an elementwise chain computed in one pass over memory (--exec-fuse)";
+  let description = [{
+    The body is a chain of elementwise graph ops (unary, binary, and the
+    relu/gelu gradients) on the block's arguments, which stand for
+    `inputs`; `exec.yield` gives the result. Every value the body makes has
+    the result's type; an input may have fewer or stretched dimensions and
+    is broadcast to the result's shape as NumPy does. Emitters turn it into
+    one loop (CPU) or one kernel (CUDA) that reads each input once and
+    writes the result once: the intermediates never reach memory.
+
+    ```mlir
+    %y = exec.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %0 = graph.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %1 = graph.gelu %0 : tensor<4x8xf32>
+      exec.yield %1 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Exec_F32Tensor>:$inputs);
+  let results = (outs Exec_F32Tensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $result) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_YieldOp : Exec_Op<"yield", [Terminator, HasParent<"FusedOp">]> {
+  let summary = "the result of an exec.fused body";
+  let arguments = (ins Exec_F32Tensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 #endif // SBPC_EXEC_OPS

@@ -113,3 +113,31 @@ func.func @p() {
   %x = exec.load "input" "x" global [4, 6] [B] {stored_shape = array<i64: 24>} : tensor<4x6xf32>
   return
 }
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %b = exec.load "input" "b" global [4] [B] : tensor<4xf32>
+  // expected-error @+1 {{'exec.fused' op input 1 of type 'tensor<4xf32>' does not broadcast to 'tensor<4x8xf32>'}}
+  %y = exec.fused(%x, %b) : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %c: tensor<4xf32>):
+    exec.yield %a : tensor<4x8xf32>
+  }
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %y = exec.fused(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    // expected-error @+1 {{'graph.reduce_sum' op in exec.fused must make one value of the result's type 'tensor<4x8xf32>'}}
+    %s = graph.reduce_sum %a dims [1] : (tensor<4x8xf32>) -> tensor<4xf32>
+    exec.yield %a : tensor<4x8xf32>
+  }
+  return
+}

@@ -1,16 +1,18 @@
-// The CPU emitter: an exec program (memory planned) as one C++ translation
-// unit. Every value is a typed pointer into the rank's arena at the offset
-// the plan gave it; every op is one call into libsbprt (runtime/cpu/Ops.h,
-// Kernels.h, the communicator, the rank driver) with its shapes spelled as
-// constants, preceded by r.op("...") so a failure names the op and where
-// it came from.
-#include "compiler/Target/CpuEmitter.h"
+// The emitters: an exec program (memory planned) as one C++ (CPU) or CUDA
+// C++ translation unit. Every value is a typed pointer into the rank's arena
+// at the offset the plan gave it; every op is one call into the runtime
+// (`kernels::` is runtime/cpu/Ops.h + Kernels.h, or runtime/cuda/Ops.h,
+// whose functions take the same arguments; the communicator; the rank
+// driver) with its shapes spelled as constants, preceded by r.op("...") so
+// a failure names the op and where it came from.
+#include "compiler/Target/Emitter.h"
 
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Exec/ProgramInfo.h"
 
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -86,7 +88,8 @@ std::string reduceLiteral(StringRef reduce) {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp program, const sbprt::Mesh &mesh) : program(program), mesh(mesh) {}
+  Emitter(func::FuncOp program, const sbprt::Mesh &mesh, sbpc::TargetKind target)
+      : program(program), mesh(mesh), target(target) {}
 
   LogicalResult emit(const std::string &name, std::ostream &out);
 
@@ -120,15 +123,20 @@ private:
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
   }
   LogicalResult emitOp(Operation *op);
+  /// An exec.fused as a function (a loop, or a kernel and its launch) in
+  /// `statics`, and its call.
+  LogicalResult emitFused(ex::FusedOp op);
   LogicalResult emitGraphOp(Operation *op);
   LogicalResult emitExecOp(Operation *op);
-  void line(const std::string &text) { body << "  " << text << "\n"; }
+  void line(const std::string &text) { body << "    " << text << "\n"; }
 
   func::FuncOp program;
   const sbprt::Mesh &mesh;
+  sbpc::TargetKind target;
   llvm::DenseMap<Value, int64_t> offsets;
   std::ostringstream body;
   int constants = 0;
+  int fusedCount = 0;
   std::ostringstream statics; // constant data
 };
 
@@ -155,7 +163,7 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::AllReduceOp o) {
-        line(llvm::formatv("std::memmove({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
+        line(llvm::formatv("kernels::copy({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
                            ex::valueBytes(o.getInput())));
         line(llvm::formatv("r.comm().allReduce({0}, {1}, {2}, {3}, {4});", o.getAxis(),
                            ref(o.getResult()), local(o.getInput()), reduceLiteral(o.getReduce()),
@@ -181,7 +189,7 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::BroadcastOp o) {
-        line(llvm::formatv("std::memmove({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
+        line(llvm::formatv("kernels::copy({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
                            ex::valueBytes(o.getInput())));
         line(llvm::formatv("r.comm().broadcast({0}, {1}, {2}, {3}, {4});", o.getAxis(),
                            ref(o.getResult()), local(o.getInput()), o.getRoot(), scratch(o)));
@@ -211,30 +219,32 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
                            ref(o.getResult())));
         return success();
       })
+      .Case([&](ex::FusedOp o) { return emitFused(o); })
       .Case([&](ex::KeepOneOp o) {
         line(llvm::formatv("r.keepOne({0}, {1}, {2}, {3});", o.getAxis(), ref(o.getInput()),
                            elements(o.getInput()), ref(o.getResult())));
         return success();
       })
-      .Default([](Operation *other) {
-        return other->emitOpError() << "has no CPU code";
+      .Default([&](Operation *other) {
+        return other->emitOpError() << "has no code for the " << sbpc::targetName(target)
+                                    << " target";
       });
 }
 
 LogicalResult Emitter::emitGraphOp(Operation *op) {
   auto unary = [&](const char *kind) {
-    line(llvm::formatv("cpu::unary(cpu::UnaryKind::{0}, {1}, {2}, {3});", kind,
+    line(llvm::formatv("kernels::unary(kernels::UnaryKind::{0}, {1}, {2}, {3});", kind,
                        ref(op->getOperand(0)), ref(op->getResult(0)), elements(op->getOperand(0))));
     return success();
   };
   auto binary = [&](const char *kind) {
     Value l = op->getOperand(0), rhs = op->getOperand(1), y = op->getResult(0);
-    line(llvm::formatv("cpu::binary(cpu::BinaryKind::{0}, {1}, {2}, {3}, {4}, {5}, {6});", kind,
+    line(llvm::formatv("kernels::binary(kernels::BinaryKind::{0}, {1}, {2}, {3}, {4}, {5}, {6});", kind,
                        ref(l), shape(l), ref(rhs), shape(rhs), ref(y), shape(y)));
     return success();
   };
   auto reduce = [&](const char *kind, ArrayRef<int64_t> dims) {
-    line(llvm::formatv("cpu::reduce(cpu::ReduceKind::{0}, {1}, {2}, {3}, {4});", kind,
+    line(llvm::formatv("kernels::reduce(kernels::ReduceKind::{0}, {1}, {2}, {3}, {4});", kind,
                        ref(op->getOperand(0)), shape(op->getOperand(0)), list(dims),
                        ref(op->getResult(0))));
     return success();
@@ -247,7 +257,8 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
       .Case([&](ConstantOp o) -> LogicalResult {
         auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
         if (!dense)
-          return o.emitOpError() << "the CPU target supports dense constants only";
+          return o.emitOpError() << "the " << sbpc::targetName(target)
+                                 << " target supports dense constants only";
         std::string name = "constant" + std::to_string(constants++);
         bool isFloat = dense.getElementType().isF32();
         statics << "static const " << (isFloat ? "float " : "int64_t ") << name << "[] = {";
@@ -259,7 +270,7 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
           for (int64_t v : dense.getValues<int64_t>())
             statics << (n++ % 8 ? ", " : "\n    ") << v << "LL";
         statics << "};\n";
-        line(llvm::formatv("std::memcpy({0}, {1}, sizeof {1});", ref(o.getResult()), name));
+        line(llvm::formatv("kernels::upload({0}, {1}, sizeof {1});", ref(o.getResult()), name));
         return success();
       })
       .Case([&](NegOp) { return unary("Neg"); })
@@ -275,7 +286,7 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
       .Case([&](MulOp) { return binary("Mul"); })
       .Case([&](DivOp) { return binary("Div"); })
       .Case([&](MatmulOp o) {
-        line(llvm::formatv("cpu::matmulOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+        line(llvm::formatv("kernels::matmulOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
                            ref(o.getLhs()), shape(o.getLhs()), ref(o.getRhs()), shape(o.getRhs()),
                            ref(o.getResult()), shape(o.getResult()),
                            o.getTransposeLhs() ? "true" : "false",
@@ -286,29 +297,29 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
       .Case([&](ReduceMeanOp o) { return reduce("Mean", o.getDims()); })
       .Case([&](ReduceMaxOp o) { return reduce("Max", o.getDims()); })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto o) {
-        line(llvm::formatv("cpu::softmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
+        line(llvm::formatv("kernels::softmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
                            ref(o.getResult()), shape(o.getResult()), o.getAxis(),
                            isa<LogSoftmaxOp>(op) ? "true" : "false"));
         return success();
       })
       .Case([&](LayerNormOp o) {
-        line(llvm::formatv("cpu::layerNormOp({0}, {1}, {2}, {3}, {4}, {5});", ref(o.getInput()),
+        line(llvm::formatv("kernels::layerNormOp({0}, {1}, {2}, {3}, {4}, {5});", ref(o.getInput()),
                            ref(o.getScale()), ref(o.getBias()), ref(o.getResult()),
                            shape(o.getResult()), floatLiteral(o.getEps().convertToDouble())));
         return success();
       })
       .Case([&](TransposeOp o) {
-        line(llvm::formatv("cpu::transpose({0}, {1}, {2}, {3});", ref(o.getInput()),
+        line(llvm::formatv("kernels::transpose({0}, {1}, {2}, {3});", ref(o.getInput()),
                            shape(o.getInput()), list(o.getPerm()), ref(o.getResult())));
         return success();
       })
       .Case([&](ReshapeOp o) {
-        line(llvm::formatv("std::memmove({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
+        line(llvm::formatv("kernels::copy({0}, {1}, {2});", ref(o.getResult()), ref(o.getInput()),
                            ex::valueBytes(o.getInput())));
         return success();
       })
       .Case([&](SliceOp o) {
-        line(llvm::formatv("cpu::slice({0}, sizeof(*{0}), {1}, {2}, {3}, {4});",
+        line(llvm::formatv("kernels::slice({0}, sizeof(*{0}), {1}, {2}, {3}, {4});",
                            ref(o.getInput()), shape(o.getInput()), list(o.getStarts()),
                            list(o.getLimits()), ref(o.getResult())));
         return success();
@@ -321,79 +332,79 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
         }
         inputs += "}";
         shapes += "}";
-        line(llvm::formatv("cpu::concat({0}, sizeof(float), {1}, {2}, {3});", inputs, shapes,
+        line(llvm::formatv("kernels::concat({0}, sizeof(float), {1}, {2}, {3});", inputs, shapes,
                            o.getAxis(), ref(o.getResult())));
         return success();
       })
       .Case([&](EmbeddingOp o) {
-        return checked(llvm::formatv("cpu::embeddingOp({0}, {1}, {2}, {3}, {4}, error)",
+        return checked(llvm::formatv("kernels::embeddingOp({0}, {1}, {2}, {3}, {4}, error)",
                                      ref(o.getTable()), shape(o.getTable()), ref(o.getIndices()),
                                      elements(o.getIndices()), ref(o.getResult())));
       })
       .Case([&](CausalMaskOp o) {
-        line(llvm::formatv("cpu::causalMaskOp({0}, {1}, {2}, {3});", ref(o.getInput()),
+        line(llvm::formatv("kernels::causalMaskOp({0}, {1}, {2}, {3});", ref(o.getInput()),
                            ref(o.getResult()), shape(o.getResult()),
                            floatLiteral(-std::numeric_limits<double>::infinity())));
         return success();
       })
       .Case([&](CausalMaskGradOp o) {
-        line(llvm::formatv("cpu::causalMaskOp({0}, {1}, {2}, 0.0f);", ref(o.getGrad()),
+        line(llvm::formatv("kernels::causalMaskOp({0}, {1}, {2}, 0.0f);", ref(o.getGrad()),
                            ref(o.getResult()), shape(o.getResult())));
         return success();
       })
       .Case([&](CrossEntropyOp o) {
-        return checked(llvm::formatv("cpu::crossEntropyOp({0}, {1}, {2}, {3}, error)",
+        return checked(llvm::formatv("kernels::crossEntropyOp({0}, {1}, {2}, {3}, error)",
                                      ref(o.getLogits()), shape(o.getLogits()),
                                      ref(o.getTargets()), ref(o.getResult())));
       })
       .Case([&](CrossEntropyGradOp o) {
-        return checked(llvm::formatv("cpu::crossEntropyGradOp({0}, {1}, {2}, {3}, {4}, error)",
+        return checked(llvm::formatv("kernels::crossEntropyGradOp({0}, {1}, {2}, {3}, {4}, error)",
                                      ref(o.getLogits()), shape(o.getLogits()),
                                      ref(o.getTargets()), ref(o.getLossGrad()),
                                      ref(o.getResult())));
       })
       .Case([&](ReluGradOp o) {
-        line(llvm::formatv("cpu::reluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
+        line(llvm::formatv("kernels::reluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
                            ref(o.getGrad()), ref(o.getResult()), elements(o.getInput())));
         return success();
       })
       .Case([&](GeluGradOp o) {
-        line(llvm::formatv("cpu::geluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
+        line(llvm::formatv("kernels::geluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
                            ref(o.getGrad()), ref(o.getResult()), elements(o.getInput())));
         return success();
       })
       .Case([&](SoftmaxGradOp o) {
-        line(llvm::formatv("cpu::softmaxGrad({0}, {1}, {2}, {3}, {4});", ref(o.getOutput()),
+        line(llvm::formatv("kernels::softmaxGrad({0}, {1}, {2}, {3}, {4});", ref(o.getOutput()),
                            ref(o.getGrad()), ref(o.getResult()), shape(o.getResult()),
                            o.getAxis()));
         return success();
       })
       .Case([&](LayerNormGradOp o) {
-        line(llvm::formatv("cpu::layerNormGradOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+        line(llvm::formatv("kernels::layerNormGradOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
                            ref(o.getInput()), ref(o.getScale()), ref(o.getGrad()),
                            ref(o.getInputGrad()), ref(o.getScaleGrad()), ref(o.getBiasGrad()),
                            shape(o.getInput()), floatLiteral(o.getEps().convertToDouble())));
         return success();
       })
       .Case([&](EmbeddingGradOp o) {
-        return checked(llvm::formatv("cpu::embeddingGradOp({0}, {1}, {2}, {3}, {4}, error)",
+        return checked(llvm::formatv("kernels::embeddingGradOp({0}, {1}, {2}, {3}, {4}, error)",
                                      ref(o.getIndices()), elements(o.getIndices()),
                                      ref(o.getGrad()), shape(o.getResult()),
                                      ref(o.getResult())));
       })
       .Case([&](PadOp o) {
-        line(llvm::formatv("cpu::pad({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
+        line(llvm::formatv("kernels::pad({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
                            shape(o.getInput()), list(o.getLow()), list(o.getHigh()),
                            ref(o.getResult())));
         return success();
       })
       .Case([&](BroadcastOp o) {
-        line(llvm::formatv("cpu::broadcast({0}, {1}, {2}, {3});", ref(o.getInput()),
+        line(llvm::formatv("kernels::broadcast({0}, {1}, {2}, {3});", ref(o.getInput()),
                            shape(o.getInput()), ref(o.getResult()), shape(o.getResult())));
         return success();
       })
       .Case([&](SgdUpdateOp o) {
-        line(llvm::formatv("cpu::sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+        line(llvm::formatv("kernels::sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
                            ref(o.getParam()), ref(o.getGrad()), ref(o.getVelocity()),
                            elements(o.getParam()), doubleLiteral(o.getLr().convertToDouble()),
                            doubleLiteral(o.getMomentum().convertToDouble()),
@@ -402,7 +413,7 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
         return success();
       })
       .Case([&](AdamwUpdateOp o) {
-        line(llvm::formatv("cpu::adamwUpdate({0}, {1}, {2}, {3}, {4}, *{5}, {6}, {7}, {8}, {9}, "
+        line(llvm::formatv("kernels::adamwUpdateOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
                            "{10}, {11}, {12}, {13});",
                            ref(o.getParam()), ref(o.getGrad()), ref(o.getM()), ref(o.getV()),
                            elements(o.getParam()), ref(o.getStep()),
@@ -414,9 +425,121 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            ref(o.getNewParam()), ref(o.getNewM()), ref(o.getNewV())));
         return success();
       })
-      .Default([](Operation *other) {
-        return other->emitOpError() << "has no CPU code";
+      .Default([&](Operation *other) {
+        return other->emitOpError() << "has no code for the " << sbpc::targetName(target)
+                                    << " target";
       });
+}
+
+/// The element of an input of `inShape`, broadcast NumPy-style to
+/// `outShape`, that output element `i` reads: an expression in `i`.
+std::string broadcastIndex(ArrayRef<int64_t> inShape, ArrayRef<int64_t> outShape) {
+  int64_t in = 1, out = 1;
+  for (int64_t d : inShape)
+    in *= d;
+  for (int64_t d : outShape)
+    out *= d;
+  if (in == out)
+    return "i";
+  if (in == 1)
+    return "0";
+  // A suffix of the output's shape (leading 1s aside): the index repeats.
+  ArrayRef<int64_t> kept = inShape.drop_while([](int64_t d) { return d == 1; });
+  if (kept == outShape.take_back(kept.size()))
+    return "i % " + std::to_string(in);
+  std::string index;
+  int64_t outStride = 1, inStride = 1;
+  size_t offset = outShape.size() - inShape.size();
+  for (int64_t d = static_cast<int64_t>(outShape.size()) - 1; d >= 0; --d) {
+    int64_t inDim = d >= static_cast<int64_t>(offset) ? inShape[d - offset] : 1;
+    if (inDim != 1) {
+      std::string coordinate = outStride == 1 ? "i" : "(i / " + std::to_string(outStride) + ")";
+      if (d > 0)
+        coordinate += " % " + std::to_string(outShape[d]);
+      if (inStride != 1)
+        coordinate = (d > 0 ? "(" + coordinate + ")" : coordinate) + " * " +
+                     std::to_string(inStride);
+      index += (index.empty() ? "" : " + ") + coordinate;
+      inStride *= inDim;
+    }
+    outStride *= outShape[d];
+  }
+  return index;
+}
+
+LogicalResult Emitter::emitFused(ex::FusedOp op) {
+  std::string name = "fused" + std::to_string(fusedCount++);
+  auto outShape = op.getResult().getType().getShape();
+  int64_t n = op.getResult().getType().getNumElements();
+  Block &body = op.getBody().front();
+  llvm::DenseMap<Value, std::string> names;
+  std::string params, loop, what;
+  for (BlockArgument arg : body.getArguments()) {
+    std::string in = "in" + std::to_string(arg.getArgNumber());
+    params += "const float *__restrict__ " + in + ", ";
+    names[arg] = "v" + std::to_string(names.size());
+    loop += "    const float " + names[arg] + " = " + in + "[" +
+            broadcastIndex(cast<RankedTensorType>(arg.getType()).getShape(), outShape) + "];\n";
+  }
+  for (Operation &inner : body.without_terminator()) {
+    auto operand = [&](unsigned i) { return names.lookup(inner.getOperand(i)); };
+    StringRef opName = inner.getName().getStringRef();
+    std::string value;
+    if (const char *kind = llvm::StringSwitch<const char *>(opName)
+                               .Case("graph.neg", "Neg")
+                               .Case("graph.exp", "Exp")
+                               .Case("graph.log", "Log")
+                               .Case("graph.tanh", "Tanh")
+                               .Case("graph.sqrt", "Sqrt")
+                               .Case("graph.rsqrt", "Rsqrt")
+                               .Case("graph.relu", "Relu")
+                               .Case("graph.gelu", "Gelu")
+                               .Default(nullptr))
+      value = std::string("sbprt::elementwise::unary(sbprt::cpu::UnaryKind::") + kind + ", " +
+              operand(0) + ")";
+    else if (const char *kind = llvm::StringSwitch<const char *>(opName)
+                                    .Case("graph.add", "Add")
+                                    .Case("graph.sub", "Sub")
+                                    .Case("graph.mul", "Mul")
+                                    .Case("graph.div", "Div")
+                                    .Default(nullptr))
+      value = std::string("sbprt::elementwise::binary(sbprt::cpu::BinaryKind::") + kind + ", " +
+              operand(0) + ", " + operand(1) + ")";
+    else if (isa<ReluGradOp>(inner))
+      value = "sbprt::elementwise::reluGrad(" + operand(0) + ", " + operand(1) + ")";
+    else if (isa<GeluGradOp>(inner))
+      value = "sbprt::elementwise::geluGrad(" + operand(0) + ", " + operand(1) + ")";
+    else
+      return inner.emitOpError() << "cannot be part of an exec.fused";
+    names[inner.getResult(0)] = "v" + std::to_string(names.size());
+    loop += "    const float " + names[inner.getResult(0)] + " = " + value + ";\n";
+    what += (what.empty() ? "" : ", ") + opName.drop_front(6).str();
+  }
+  loop += "    out[i] = " + names.lookup(body.getTerminator()->getOperand(0)) + ";\n";
+  params += "float *__restrict__ out";
+  statics << "// exec.fused: " << what << " over " << n << " elements\n";
+  if (target == sbpc::TargetKind::Cuda) {
+    std::string args;
+    for (unsigned i = 0; i < body.getNumArguments(); ++i)
+      args += "in" + std::to_string(i) + ", ";
+    statics << "__global__ void " << name << "Kernel(" << params << ") {\n"
+            << "  SBPRT_FOR_EACH(i, " << n << "LL) {\n"
+            << loop << "  }\n}\n"
+            << "static void " << name << "(" << params << ") {\n"
+            << "  " << name << "Kernel<<<sbprt::cuda::blocksFor(" << n
+            << "LL), sbprt::cuda::kThreads, 0, sbprt::cuda::context().stream>>>(" << args
+            << "out);\n"
+            << "  sbprt::cuda::launched(\"" << name << "\");\n}\n\n";
+  } else {
+    statics << "static void " << name << "(" << params << ") {\n"
+            << "  for (int64_t i = 0; i < " << n << "LL; ++i) {\n"
+            << loop << "  }\n}\n\n";
+  }
+  std::string call = name + "(";
+  for (Value input : op.getInputs())
+    call += ref(input) + ", ";
+  line(call + ref(op.getResult()) + ");");
+  return success();
 }
 
 LogicalResult Emitter::emitOp(Operation *op) {
@@ -455,24 +578,39 @@ LogicalResult Emitter::emit(const std::string &name, std::ostream &out) {
   }
   axes += "}";
   auto ranks = program->getAttrOfType<DenseI64ArrayAttr>(ex::kProgramRanks);
+  bool cuda = target == sbpc::TargetKind::Cuda;
   out << "// Generated by sbpc: " << name << ", the program of ranks " << list(ranks.asArrayRef())
       << " on mesh " << meshText << ".\n"
-      << "// Built by sbpc compile against libsbprt_rank, libsbprt, a BLAS and MPI\n"
-      << "// (the command is in build.sh).\n"
+      << (cuda ? "// Built by sbpc compile with nvcc against libsbprt_cuda, libsbprt_rank,\n"
+                 "// libsbprt, cuBLAS, NCCL and MPI (the command is in build.sh).\n"
+                 "#include \"runtime/cuda/Context.h\"\n"
+                 "#include \"runtime/cuda/Ops.h\"\n"
+               : "// Built by sbpc compile against libsbprt_rank, libsbprt, a BLAS and MPI\n"
+                 "// (the command is in build.sh).\n")
+      << "#include \"runtime/Elementwise.h\"\n"
       << "#include \"runtime/rank/Rank.h\"\n\n"
       << "#include <cstring>\n#include <limits>\n\n"
-      << "using sbprt::cpu::Shape;\nnamespace cpu = sbprt::cpu;\n\n"
+      << "using sbprt::cpu::Shape;\nnamespace kernels = sbprt::" << (cuda ? "cuda" : "cpu")
+      << ";\n\n"
       << statics.str() << (constants ? "\n" : "") << "int main(int argc, char **argv) {\n"
+      << (cuda ? "  sbprt::cuda::Backend gpu;\n" : "")
       << "  sbprt::rank::Rank r(argc, argv, {" << quoted(name) << ", sbprt::Mesh{" << axes
-      << ", " << list(mesh.shape) << "}, " << arena.getInt() << "});\n"
+      << ", " << list(mesh.shape) << "}, " << arena.getInt() << (cuda ? ", &gpu" : "")
+      << "});\n"
       << "  [[maybe_unused]] std::string error;\n"
-      << body.str() << "  return r.finish();\n}\n";
+      << "  for (int64_t repeat = 0; repeat < r.repeats(); ++repeat) {\n"
+      << "    r.beginRepeat();\n"
+      << body.str() << "    r.endRepeat();\n  }\n  return r.finish();\n}\n";
   return success();
 }
 
 } // namespace
 
-LogicalResult sbpc::emitCpuProgram(func::FuncOp program, const sbprt::Mesh &mesh,
-                                   const std::string &name, std::ostream &out) {
-  return Emitter(program, mesh).emit(name, out);
+const char *sbpc::targetName(TargetKind kind) {
+  return kind == TargetKind::Cuda ? "cuda" : "cpu";
+}
+
+LogicalResult sbpc::emitProgram(func::FuncOp program, const sbprt::Mesh &mesh,
+                                const std::string &name, TargetKind target, std::ostream &out) {
+  return Emitter(program, mesh, target).emit(name, out);
 }

@@ -1,10 +1,9 @@
-// `sbpc compile --target cpu`: spmdize, plan memory, emit C++ per program,
-// build the rank executables, and describe the bundle.
-#include "compiler/Target/CpuTarget.h"
+// `sbpc compile --target cpu|cuda`: spmdize, fuse, plan memory, emit C++ or CUDA
+// C++ per program, build the rank executables, and describe the bundle.
+#include "compiler/Target/Target.h"
 
 #include "compiler/Support/Diagnostics.h"
 #include "compiler/Support/Paths.h"
-#include "compiler/Target/CpuEmitter.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "passes/Exec/Passes.h"
 #include "passes/Exec/ProgramInfo.h"
@@ -47,27 +46,46 @@ std::string shellWord(const std::string &word) {
   return quoted + "'";
 }
 
-/// Compiles `dir`/src/`name`.cpp into `dir`/bin/`name`; the compiler's
-/// output goes to `dir`/build.log, the command to `dir`/build.sh (which
-/// rebuilds it from wherever the bundle is).
-LogicalResult buildProgram(const std::string &dir, const std::string &name) {
-  std::string source = "src/" + name + ".cpp", binary = "bin/" + name;
+/// The file name of a program's source: .cpp or .cu.
+std::string sourceName(const std::string &name, sbpc::TargetKind kind) {
+  return "src/" + name + (kind == sbpc::TargetKind::Cuda ? ".cu" : ".cpp");
+}
+
+/// Compiles `dir`/src/`name`.cpp (.cu) into `dir`/bin/`name` with the host
+/// compiler (nvcc); the compiler's output goes to `dir`/build.log, the
+/// command to `dir`/build.sh (which rebuilds it from wherever the bundle is).
+LogicalResult buildProgram(const std::string &dir, const std::string &name,
+                           const sbpc::TargetOptions &options) {
+  bool cuda = options.kind == sbpc::TargetKind::Cuda;
+  std::string source = sourceName(name, options.kind), binary = "bin/" + name;
   std::string log = joinPath(dir, "build.log"), script = joinPath(dir, "build.sh");
-  const char *fromEnv = std::getenv("SBPC_CXX");
-  std::string cxx = fromEnv && *fromEnv ? fromEnv : kCxx;
+  const char *envName = cuda ? "SBPC_NVCC" : "SBPC_CXX";
+  const char *fromEnv = std::getenv(envName);
+  std::string cxx = fromEnv && *fromEnv ? fromEnv : cuda ? kNvcc : kCxx;
+  if (cxx.empty())
+    return sbpc::reportError("--target cuda needs the CUDA toolkit, and this sbpc was built "
+                             "without it (install it under /usr/local/cuda and rebuild)");
   llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(cxx);
   if (!found)
-    return sbpc::reportError("the host C++ compiler '" + cxx +
-                             "' was not found (set SBPC_CXX to another)");
+    return sbpc::reportError(std::string(cuda ? "the CUDA compiler '" : "the host C++ compiler '") +
+                             cxx + "' was not found (set " + envName + " to another)");
   // build.sh runs from the bundle, sbpc from anywhere: the same command
   // with relative or absolute paths.
   auto commandLine = [&](const std::string &src, const std::string &bin) {
-    std::vector<std::string> args = {*found, "-std=c++17", "-O1", "-w", "-I", kRuntimeInclude,
-                                     src, "-o", bin};
+    std::vector<std::string> args = {*found, "-std=c++17", cuda ? "-O2" : "-O1", "-w"};
+    if (cuda)
+      args.push_back("-arch=" + options.cudaArch);
+    for (const std::string &arg : {std::string("-I"), std::string(kRuntimeInclude), src,
+                                   std::string("-o"), bin})
+      args.push_back(arg);
     llvm::SmallVector<llvm::StringRef> flags;
     llvm::StringRef(kCxxFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
     for (llvm::StringRef flag : flags)
-      args.push_back(flag.str());
+      args.push_back(cuda ? "-Xcompiler=" + flag.str() : flag.str());
+    if (cuda)
+      for (const char *library : kCudaLibraries)
+        if (*library)
+          args.push_back(library);
     for (const char *library : kRuntimeLibraries)
       args.push_back(library);
     args.push_back("-lpthread");
@@ -107,12 +125,12 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name) {
                            (first.empty() ? "" : ": " + first) + " (full output in " + log + ")");
 }
 
-std::string launchScript(const std::vector<std::string> &binaries) {
+std::string launchScript(const std::vector<std::string> &binaries, sbpc::TargetKind kind) {
   std::string text =
       "#!/bin/sh\n"
       "# Runs this program's " +
       std::to_string(binaries.size()) +
-      " ranks (written by sbpc compile --target cpu):\n"
+      " ranks (written by sbpc compile --target " + sbpc::targetName(kind) + "):\n"
       "#   launch.sh --params P.safetensors --input NAME=FILE.npy ... --output-dir DIR\n"
       "# Each rank writes its shards under DIR/.shards; `sbpc run` assembles them.\n"
       "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
@@ -129,12 +147,14 @@ std::string launchScript(const std::vector<std::string> &binaries) {
 
 } // namespace
 
-LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
-                                   const std::string &outputDir, nlohmann::json &report) {
+LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
+                                const TargetOptions &options, const std::string &outputDir,
+                                nlohmann::json &report) {
   PassManager pm(module.getContext());
   sbp::SbpSpmdizeOptions spmdize;
   spmdize.cluster = cluster;
   pm.addPass(sbp::createSbpSpmdize(spmdize));
+  pm.addPass(exec::createExecFuse());
   pm.addPass(exec::createExecPlanMemory());
   if (failed(pm.run(module)))
     return failure();
@@ -163,15 +183,15 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
       return failure();
     mesh = *programMesh;
     std::string name = "program" + std::to_string(index++);
-    std::string source = joinPath(outputDir, "src/" + name + ".cpp");
+    std::string source = joinPath(outputDir, sourceName(name, options.kind));
     std::ofstream file(source);
-    if (failed(emitCpuProgram(program, mesh, name, file)))
+    if (failed(emitProgram(program, mesh, name, options.kind, file)))
       return failure();
     file.close();
     if (!file)
       return reportError(source + ": cannot write");
     llvm::errs() << "sbpc: building " << name << " (" << source << ")\n";
-    if (failed(buildProgram(outputDir, name)))
+    if (failed(buildProgram(outputDir, name, options)))
       return failure();
     int64_t arena = program->getAttrOfType<IntegerAttr>(exec::kArenaBytes).getInt();
     for (int64_t rank : program->getAttrOfType<DenseI64ArrayAttr>(exec::kProgramRanks).asArrayRef()) {
@@ -218,13 +238,13 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
     return reportError("internal: the programs do not cover every rank of the mesh");
 
   std::string script = joinPath(outputDir, "launch.sh");
-  if (!writeText(script, launchScript(binaryOfRank), error))
+  if (!writeText(script, launchScript(binaryOfRank, options.kind), error))
     return reportError(error);
   llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
                                             llvm::sys::fs::perms::owner_write |
                                             llvm::sys::fs::perms::all_exe);
   nlohmann::json manifest = {{"version", 1},
-                             {"target", "cpu"},
+                             {"target", targetName(options.kind)},
                              {"mesh", {{"axes", mesh.axes}, {"shape", mesh.shape}}},
                              {"ranks", mesh.numDevices()},
                              {"loads", manifestLoads},
@@ -232,7 +252,7 @@ LogicalResult sbpc::buildCpuTarget(ModuleOp module, const std::string &cluster,
   if (!writeText(joinPath(outputDir, "program.json"), manifest.dump(2) + "\n", error))
     return reportError(error);
 
-  report["target"] = "cpu";
+  report["target"] = targetName(options.kind);
   report["ranks"] = ranks;
   uint64_t arenaMax = 0;
   for (const nlohmann::json &rank : ranks)

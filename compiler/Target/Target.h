@@ -1,0 +1,31 @@
+// `sbpc compile --target cpu|cuda`: from a laid-out module to a directory of
+// per-rank executables.
+#pragma once
+
+#include "compiler/Target/Emitter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace sbpc {
+
+struct TargetOptions {
+  TargetKind kind = TargetKind::Cpu;
+  /// The GPU architecture nvcc builds for (--cuda-arch), as in -arch=sm_90.
+  std::string cudaArch = "sm_90";
+};
+
+/// Lowers `module` (layouts and boxings explicit) to exec programs, plans
+/// their memory, and writes into `outputDir`: exec.mlir,
+/// src/<program>.cpp (.cu for CUDA), bin/<program> built by the host
+/// compiler (nvcc) with bin/rank<r> links to it, launch.sh and program.json
+/// (what `sbpc run` needs). Adds to `report` each rank's program, arena
+/// bytes and bytes sent.
+mlir::LogicalResult buildTarget(mlir::ModuleOp module, const std::string &cluster,
+                                const TargetOptions &options, const std::string &outputDir,
+                                nlohmann::json &report);
+
+} // namespace sbpc

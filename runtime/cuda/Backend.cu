@@ -1,0 +1,235 @@
+// The rank's GPU: device choice, stream, cuBLAS handle, device arena and
+// error checks.
+#include "runtime/cuda/Backend.h"
+#include "runtime/cuda/Communicators.h"
+#include "runtime/cuda/Context.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sbprt::cuda {
+namespace {
+
+int envInt(std::initializer_list<const char *> names, int fallback) {
+  for (const char *name : names)
+    if (const char *value = std::getenv(name); value && *value)
+      return std::atoi(value);
+  return fallback;
+}
+
+__global__ void fillKernel(float *dst, int64_t n, float value) {
+  SBPRT_FOR_EACH(i, n) dst[i] = value;
+}
+
+/// Runs `status` and sets `error` to "CUDA error in WHAT: ..." when it failed.
+bool ok(cudaError_t status, const char *what, std::string &error) {
+  if (status == cudaSuccess)
+    return true;
+  error = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(status);
+  return false;
+}
+
+} // namespace
+
+Context &context() {
+  static Context instance;
+  return instance;
+}
+
+void check(cudaError_t status, const char *what) {
+  std::string error;
+  if (!ok(status, what, error))
+    rank::failActive(error);
+}
+
+void check(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    rank::failActive(std::string("cuBLAS error in ") + what + ": " +
+                     cublasGetStatusString(status));
+}
+
+void launched(const char *what) {
+  check(cudaGetLastError(), what);
+  if (context().syncEachOp)
+    check(cudaStreamSynchronize(context().stream), what);
+}
+
+cudaError_t copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                     size_t rows) {
+  Context &c = context();
+  if (!rows || !width)
+    return cudaSuccess;
+  if (rows == 1 || (dstPitch == width && srcPitch == width))
+    return cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToDevice, c.stream);
+  static int maxPitch = [] {
+    int pitch = 0;
+    cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, context().device);
+    return pitch;
+  }();
+  if (dstPitch <= static_cast<size_t>(maxPitch) && srcPitch <= static_cast<size_t>(maxPitch))
+    return cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, rows, cudaMemcpyDeviceToDevice,
+                             c.stream);
+  for (size_t row = 0; row < rows; ++row)
+    if (cudaError_t status = cudaMemcpyAsync(static_cast<char *>(dst) + row * dstPitch,
+                                             static_cast<const char *>(src) + row * srcPitch,
+                                             width, cudaMemcpyDeviceToDevice, c.stream);
+        status != cudaSuccess)
+      return status;
+  return cudaSuccess;
+}
+
+void *workspace(size_t bytes) {
+  Context &c = context();
+  if (bytes > c.workspaceBytes) {
+    if (c.workspace) {
+      check(cudaStreamSynchronize(c.stream), "growing the kernel workspace");
+      check(cudaFree(c.workspace), "growing the kernel workspace");
+    }
+    c.workspace = nullptr;
+    c.workspaceBytes = 0;
+    check(cudaMalloc(&c.workspace, bytes), "allocating the kernel workspace");
+    c.workspaceBytes = bytes;
+  }
+  return c.workspace;
+}
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+Strided stridedOf(const std::vector<int64_t> &shape) {
+  if (shape.size() > static_cast<size_t>(kMaxRank))
+    rank::failActive("tensors of rank " + std::to_string(shape.size()) +
+                     " are beyond the CUDA kernels' " + std::to_string(kMaxRank));
+  Strided s;
+  s.rank = static_cast<int>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    s.shape[d] = shape[d];
+  return s;
+}
+
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
+                                      const std::vector<int64_t> &outShape) {
+  std::vector<int64_t> own = stridesOf(shape), result(outShape.size(), 0);
+  size_t offset = outShape.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    result[offset + d] = shape[d] == 1 ? 0 : own[d];
+  return result;
+}
+
+bool checkIds(const int64_t *ids, int64_t count, int64_t limit, const char *what,
+              const char *unit, std::string &error, std::vector<int64_t> *kept) {
+  std::vector<int64_t> local, &host = kept ? *kept : local;
+  host.resize(count);
+  check(cudaMemcpyAsync(host.data(), ids, count * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                        context().stream),
+        "reading ids");
+  check(cudaStreamSynchronize(context().stream), "reading ids");
+  for (int64_t i = 0; i < count; ++i)
+    if (host[i] < 0 || host[i] >= limit) {
+      error = std::string(what) + " " + std::to_string(host[i]) + " at position " +
+              std::to_string(i) + " is out of range for " + std::to_string(limit) + " " + unit;
+      return false;
+    }
+  return true;
+}
+
+Backend::~Backend() {
+  Context &c = context();
+  if (c.workspace)
+    cudaFree(c.workspace);
+  if (c.blas)
+    cublasDestroy(c.blas);
+  if (c.stream)
+    cudaStreamDestroy(c.stream);
+  c = Context();
+}
+
+std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Communicator> mpi,
+                                                    std::string &error) {
+  Context &c = context();
+  int devices = 0;
+  if (cudaError_t status = cudaGetDeviceCount(&devices); status != cudaSuccess) {
+    error = std::string("no usable CUDA GPU (a --target cuda program needs one): ") +
+            cudaGetErrorString(status);
+    return nullptr;
+  }
+  if (devices == 0) {
+    error = "no usable CUDA GPU (a --target cuda program needs one): none is visible";
+    return nullptr;
+  }
+  // mpirun's local rank: the rank's index among those on its node.
+  int local = envInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"},
+                     static_cast<int>(mpi->rank()));
+  int localSize = envInt({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"},
+                         static_cast<int>(mpi->size()));
+  c.device = local % devices;
+  c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
+  if (!ok(cudaSetDevice(c.device), "selecting the GPU", error) ||
+      !ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "creating the stream",
+          error))
+    return nullptr;
+  if (cublasCreate(&c.blas) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(c.blas, c.stream) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetMathMode(c.blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
+    error = "cannot create the cuBLAS handle";
+    return nullptr;
+  }
+  const char *forced = std::getenv("SBPRT_COMM");
+  std::string choice = forced && *forced ? forced : "";
+  if (!choice.empty() && choice != "nccl" && choice != "mpi") {
+    error = "SBPRT_COMM must be nccl or mpi, got '" + choice + "'";
+    return nullptr;
+  }
+  bool nccl = choice.empty() ? mpi->size() > 1 && localSize <= devices : choice == "nccl";
+  if (nccl)
+    return createNcclCommunicator(std::move(mpi), c.stream, error);
+  return createStagedCommunicator(std::move(mpi), c.stream, error);
+}
+
+void *Backend::allocate(uint64_t bytes, std::string &error) {
+  void *arena = nullptr;
+  if (!ok(cudaMalloc(&arena, bytes ? bytes : 64), "allocating the arena", error))
+    error = "out of GPU memory: cannot allocate the arena of " + std::to_string(bytes) +
+            " bytes (" + error + ")";
+  return arena;
+}
+
+void Backend::release(void *arena) {
+  cudaStreamSynchronize(context().stream);
+  cudaFree(arena);
+}
+
+bool Backend::upload(void *dst, const void *src, size_t bytes, std::string &error) {
+  // Synchronous: `src` is the caller's host buffer, gone when we return.
+  return ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, context().stream),
+            "copying to the GPU", error) &&
+         ok(cudaStreamSynchronize(context().stream), "copying to the GPU", error);
+}
+
+bool Backend::download(void *dst, const void *src, size_t bytes, std::string &error) {
+  return ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, context().stream),
+            "copying from the GPU", error) &&
+         ok(cudaStreamSynchronize(context().stream), "copying from the GPU", error);
+}
+
+bool Backend::copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+                       size_t width, size_t rows, std::string &error) {
+  return ok(cuda::copyRows(dst, dstPitch, src, srcPitch, width, rows), "copying rows", error);
+}
+
+bool Backend::fill(float *dst, int64_t n, float value, std::string &error) {
+  if (n == 0)
+    return true;
+  fillKernel<<<blocksFor(n), kThreads, 0, context().stream>>>(dst, n, value);
+  return ok(cudaGetLastError(), "filling", error);
+}
+
+bool Backend::synchronize(std::string &error) {
+  return ok(cudaStreamSynchronize(context().stream), "the queued GPU work", error);
+}
+
+} // namespace sbprt::cuda

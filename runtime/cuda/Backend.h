@@ -1,0 +1,33 @@
+// The GPU side of a rank program: the arena in device memory, one stream
+// every kernel, GEMM and collective of the rank runs on, and the
+// communicator (NCCL when every rank has a GPU of its own, else MPI through
+// host buffers). Plain C++: generated programs and host code include it
+// without CUDA's headers.
+#pragma once
+
+#include "runtime/rank/Rank.h"
+
+namespace sbprt::cuda {
+
+class Backend final : public rank::Backend {
+public:
+  Backend() = default;
+  ~Backend() override;
+
+  /// Picks the GPU (the rank's local index modulo the GPUs it sees), makes
+  /// the stream and the cuBLAS handle, and chooses the communicator:
+  /// SBPRT_COMM=nccl|mpi forces one; by default NCCL when the ranks on this
+  /// node have a GPU each, MPI through host buffers when they must share.
+  std::unique_ptr<comm::Communicator> attach(std::unique_ptr<comm::Communicator> mpi,
+                                             std::string &error) override;
+  void *allocate(uint64_t bytes, std::string &error) override;
+  void release(void *arena) override;
+  bool upload(void *dst, const void *src, size_t bytes, std::string &error) override;
+  bool download(void *dst, const void *src, size_t bytes, std::string &error) override;
+  bool copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                size_t rows, std::string &error) override;
+  bool fill(float *dst, int64_t n, float value, std::string &error) override;
+  bool synchronize(std::string &error) override;
+};
+
+} // namespace sbprt::cuda

@@ -1,0 +1,313 @@
+// NCCL on the rank's stream, and MPI through host buffers.
+#include "runtime/cuda/Communicators.h"
+#include "runtime/cuda/Context.h"
+
+#include <nccl.h>
+
+#include <cstdlib>
+#include <vector>
+
+namespace sbprt::cuda {
+namespace {
+
+using comm::Kind;
+using comm::Local;
+using comm::Reduce;
+using cuda::check;
+
+void check(ncclResult_t status, const char *what) {
+  if (status != ncclSuccess)
+    rank::failActive(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(status));
+}
+
+/// Product of the dimensions of `shape` before `dim`.
+int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  return outer;
+}
+
+/// Moves the p parts of dimension `dim` of `in` (row-major, `outer` rows of
+/// p parts of `partBytes`) into p consecutive blocks of `dst`; or back, the
+/// other way round, when `unpack`; on the rank's stream.
+void regroup(char *dst, const char *src, int64_t outer, int64_t p, size_t partBytes,
+             bool unpack) {
+  for (int64_t j = 0; j < p; ++j) {
+    size_t block = j * outer * partBytes, part = j * partBytes;
+    if (unpack)
+      check(copyRows(dst + part, p * partBytes, src + block, partBytes, partBytes, outer),
+            "interleaving blocks");
+    else
+      check(copyRows(dst + block, partBytes, src + part, p * partBytes, partBytes, outer),
+            "packing blocks");
+  }
+}
+
+class NcclCommunicator final : public comm::Communicator {
+public:
+  NcclCommunicator(std::unique_ptr<comm::Communicator> mpi, cudaStream_t stream)
+      : Communicator(mpi->mesh()), mpi_(std::move(mpi)), stream_(stream) {}
+  ~NcclCommunicator() override {
+    cudaStreamSynchronize(stream_);
+    for (ncclComm_t c : comms_)
+      if (c)
+        ncclCommDestroy(c);
+  }
+
+  bool init(std::string &error) {
+    for (size_t axis = 0; axis < mesh_.shape.size(); ++axis) {
+      int p = static_cast<int>(mesh_.shape[axis]);
+      if (p == 1) {
+        comms_.push_back(nullptr);
+        continue;
+      }
+      ncclUniqueId id{};
+      int c = static_cast<int>(coordinate(axis));
+      if (c == 0 && ncclGetUniqueId(&id) != ncclSuccess) {
+        error = "cannot make an NCCL id";
+        return false;
+      }
+      mpi_->broadcast(axis, &id, Local{{static_cast<int64_t>(sizeof id)}, 1}, 0, nullptr);
+      ncclComm_t comm = nullptr;
+      if (ncclResult_t status = ncclCommInitRank(&comm, p, id, c); status != ncclSuccess) {
+        error = "cannot join NCCL on mesh axis '" + mesh_.axes[axis] +
+                "': " + ncclGetErrorString(status);
+        return false;
+      }
+      comms_.push_back(comm);
+    }
+    return true;
+  }
+
+  int64_t rank() const override { return mpi_->rank(); }
+  int64_t size() const override { return mpi_->size(); }
+
+  void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *) override {
+    if (!count(Kind::AllReduce, axis, in))
+      return;
+    check(ncclAllReduce(data, data, in.elements(), ncclFloat, ncclOp(op), comms_[axis], stream_),
+          "all-reduce");
+  }
+
+  void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
+                 void *scratch) override {
+    int64_t p = mesh_.shape[axis], outer = outerOf(inShape.shape, dim);
+    if (!count(Kind::AllGather, axis, inShape)) {
+      check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
+            "all-gather");
+      return;
+    }
+    void *gathered = outer == 1 ? out : scratch;
+    check(ncclAllGather(in, gathered, inShape.bytes(), ncclUint8, comms_[axis], stream_),
+          "all-gather");
+    if (outer > 1)
+      regroup(static_cast<char *>(out), static_cast<const char *>(scratch), outer, p,
+              inShape.bytes() / outer, /*unpack=*/true);
+  }
+
+  void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
+                     float *out, void *scratch) override {
+    int64_t p = mesh_.shape[axis], outer = outerOf(inShape.shape, dim);
+    if (!count(Kind::ReduceScatter, axis, inShape)) {
+      check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
+            "reduce-scatter");
+      return;
+    }
+    const float *blocks = in;
+    if (outer > 1) {
+      regroup(static_cast<char *>(scratch), reinterpret_cast<const char *>(in), outer, p,
+              inShape.bytes() / outer / p, /*unpack=*/false);
+      blocks = static_cast<const float *>(scratch);
+    }
+    check(ncclReduceScatter(blocks, out, inShape.elements() / p, ncclFloat, ncclOp(op),
+                            comms_[axis], stream_),
+          "reduce-scatter");
+  }
+
+  void allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
+                int64_t concatDim, void *out, void *scratch) override {
+    int64_t p = mesh_.shape[axis];
+    if (!count(Kind::AllToAll, axis, inShape)) {
+      check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
+            "all-to-all");
+      return;
+    }
+    size_t blockBytes = inShape.bytes() / p;
+    int64_t splitOuter = outerOf(inShape.shape, splitDim);
+    std::vector<int64_t> blockShape = inShape.shape;
+    blockShape[splitDim] /= p;
+    int64_t concatOuter = outerOf(blockShape, concatDim);
+    const char *send = static_cast<const char *>(in);
+    if (splitOuter > 1) {
+      regroup(static_cast<char *>(scratch), send, splitOuter, p, blockBytes / splitOuter,
+              /*unpack=*/false);
+      send = static_cast<const char *>(scratch);
+    }
+    // Received blocks land in `out` unless they must be interleaved and the
+    // scratch is free to hold them.
+    bool receiveInScratch = concatOuter > 1 && splitOuter == 1;
+    char *receive = static_cast<char *>(receiveInScratch ? scratch : out);
+    check(ncclGroupStart(), "all-to-all");
+    for (int64_t j = 0; j < p; ++j) {
+      check(ncclSend(send + j * blockBytes, blockBytes, ncclUint8, static_cast<int>(j),
+                     comms_[axis], stream_),
+            "all-to-all");
+      check(ncclRecv(receive + j * blockBytes, blockBytes, ncclUint8, static_cast<int>(j),
+                     comms_[axis], stream_),
+            "all-to-all");
+    }
+    check(ncclGroupEnd(), "all-to-all");
+    if (concatOuter == 1)
+      return;
+    if (!receiveInScratch) // the sends are done with the scratch by now (stream order)
+      check(cudaMemcpyAsync(scratch, out, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
+            "all-to-all");
+    regroup(static_cast<char *>(out), static_cast<const char *>(scratch), concatOuter, p,
+            blockBytes / concatOuter, /*unpack=*/true);
+  }
+
+  void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *) override {
+    if (!count(Kind::Broadcast, axis, in, root))
+      return;
+    check(ncclBroadcast(data, data, in.bytes(), ncclUint8, static_cast<int>(root), comms_[axis],
+                        stream_),
+          "broadcast");
+  }
+
+  // Pipeline boundaries: through the host, over MPI.
+  void send(int64_t peer, const void *data, size_t bytes, int tag) override {
+    staging_.resize(bytes);
+    check(cudaMemcpyAsync(staging_.data(), data, bytes, cudaMemcpyDeviceToHost, stream_), "send");
+    check(cudaStreamSynchronize(stream_), "send");
+    mpi_->send(peer, staging_.data(), bytes, tag);
+    bytesSent_ += bytes;
+  }
+  void recv(int64_t peer, void *data, size_t bytes, int tag) override {
+    staging_.resize(bytes);
+    mpi_->recv(peer, staging_.data(), bytes, tag);
+    check(cudaMemcpyAsync(data, staging_.data(), bytes, cudaMemcpyHostToDevice, stream_), "recv");
+    check(cudaStreamSynchronize(stream_), "recv");
+  }
+
+  [[noreturn]] void abort(int code) override {
+    mpi_->abort(code);
+    std::_Exit(code); // not reached
+  }
+
+private:
+  static ncclRedOp_t ncclOp(Reduce op) { return op == Reduce::Sum ? ncclSum : ncclMax; }
+
+  /// Adds what the ring algorithm sends; false when the group is one rank.
+  bool count(Kind kind, size_t axis, const Local &in, int64_t root = 0) {
+    int64_t p = mesh_.shape[axis];
+    bytesSent_ += comm::ringBytesSent(kind, in, p, coordinate(axis), root);
+    return p > 1;
+  }
+
+  std::unique_ptr<comm::Communicator> mpi_;
+  cudaStream_t stream_;
+  std::vector<ncclComm_t> comms_;
+  std::vector<char> staging_;
+};
+
+/// MPI's ring collectives on host copies of the device buffers.
+class StagedCommunicator final : public comm::Communicator {
+public:
+  StagedCommunicator(std::unique_ptr<comm::Communicator> mpi, cudaStream_t stream)
+      : Communicator(mpi->mesh()), mpi_(std::move(mpi)), stream_(stream) {}
+
+  int64_t rank() const override { return mpi_->rank(); }
+  int64_t size() const override { return mpi_->size(); }
+
+  void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *) override {
+    void *host = toHost(in_, data, in.bytes());
+    mpi_->allReduce(axis, static_cast<float *>(host), in, op, scratch(Kind::AllReduce, axis, in));
+    toDevice(data, host, in.bytes());
+  }
+  void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
+                 void *) override {
+    size_t outBytes = inShape.bytes() * mesh_.shape[axis];
+    void *host = toHost(in_, in, inShape.bytes());
+    out_.resize(outBytes);
+    mpi_->allGather(axis, host, inShape, dim, out_.data(), scratch(Kind::AllGather, axis, inShape));
+    toDevice(out, out_.data(), outBytes);
+  }
+  void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
+                     float *out, void *) override {
+    size_t outBytes = inShape.bytes() / mesh_.shape[axis];
+    void *host = toHost(in_, in, inShape.bytes());
+    out_.resize(outBytes);
+    mpi_->reduceScatter(axis, static_cast<const float *>(host), inShape, dim, op,
+                        reinterpret_cast<float *>(out_.data()),
+                        scratch(Kind::ReduceScatter, axis, inShape));
+    toDevice(out, out_.data(), outBytes);
+  }
+  void allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
+                int64_t concatDim, void *out, void *) override {
+    void *host = toHost(in_, in, inShape.bytes());
+    out_.resize(inShape.bytes());
+    mpi_->allToAll(axis, host, inShape, splitDim, concatDim, out_.data(),
+                   scratch(Kind::AllToAll, axis, inShape));
+    toDevice(out, out_.data(), inShape.bytes());
+  }
+  void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *) override {
+    void *host = toHost(in_, data, in.bytes());
+    mpi_->broadcast(axis, host, in, root, scratch(Kind::Broadcast, axis, in));
+    toDevice(data, host, in.bytes());
+  }
+  void send(int64_t peer, const void *data, size_t bytes, int tag) override {
+    mpi_->send(peer, toHost(in_, data, bytes), bytes, tag);
+    bytesSent_ = mpi_->bytesSent();
+  }
+  void recv(int64_t peer, void *data, size_t bytes, int tag) override {
+    in_.resize(bytes);
+    mpi_->recv(peer, in_.data(), bytes, tag);
+    toDevice(data, in_.data(), bytes);
+  }
+  [[noreturn]] void abort(int code) override {
+    mpi_->abort(code);
+    std::_Exit(code); // not reached
+  }
+
+private:
+  void *toHost(std::vector<char> &host, const void *device, size_t bytes) {
+    host.resize(bytes);
+    check(cudaMemcpyAsync(host.data(), device, bytes, cudaMemcpyDeviceToHost, stream_),
+          "copying to the host for MPI");
+    check(cudaStreamSynchronize(stream_), "copying to the host for MPI");
+    return host.data();
+  }
+  void toDevice(void *device, const void *host, size_t bytes) {
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_),
+          "copying from the host after MPI");
+    check(cudaStreamSynchronize(stream_), "copying from the host after MPI");
+    bytesSent_ = mpi_->bytesSent();
+  }
+  void *scratch(Kind kind, size_t axis, const Local &in) {
+    scratch_.resize(comm::scratchBytes(kind, in, mesh_.shape[axis]));
+    return scratch_.data();
+  }
+
+  std::unique_ptr<comm::Communicator> mpi_;
+  cudaStream_t stream_;
+  std::vector<char> in_, out_, scratch_;
+};
+
+} // namespace
+
+std::unique_ptr<comm::Communicator> createNcclCommunicator(std::unique_ptr<comm::Communicator> mpi,
+                                                           cudaStream_t stream, std::string &error) {
+  auto nccl = std::make_unique<NcclCommunicator>(std::move(mpi), stream);
+  if (!nccl->init(error))
+    return nullptr;
+  return nccl;
+}
+
+std::unique_ptr<comm::Communicator>
+createStagedCommunicator(std::unique_ptr<comm::Communicator> mpi, cudaStream_t stream,
+                         std::string &) {
+  return std::make_unique<StagedCommunicator>(std::move(mpi), stream);
+}
+
+} // namespace sbprt::cuda

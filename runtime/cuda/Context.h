@@ -1,0 +1,122 @@
+// Inside libsbprt_cuda: the rank's device, stream and cuBLAS handle, error
+// checks that end the job naming the op, launch shapes, and the strided
+// views the layout kernels walk. CUDA sources only.
+#pragma once
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/rank/Rank.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sbprt::cuda {
+
+struct Context {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  /// SBPRT_CUDA_SYNC=1: wait after every op.
+  bool syncEachOp = false;
+  /// Kernel workspace outside the arena (per-row statistics, staged ids),
+  /// grown on demand and kept; never more than a few bytes per row.
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+};
+
+Context &context();
+inline cudaStream_t stream() { return context().stream; }
+
+/// Elements of a tensor of `shape`.
+inline int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// End the job ("rank R failed in OP: CUDA error in WHAT: ...") unless ok.
+void check(cudaError_t status, const char *what);
+void check(cublasStatus_t status, const char *what);
+/// After a kernel launch: its launch error, and with SBPRT_CUDA_SYNC the
+/// error of running it.
+void launched(const char *what);
+/// `rows` rows of `width` bytes within device memory, consecutive rows
+/// `dstPitch` and `srcPitch` apart, on the rank's stream: one copy when the
+/// rows are contiguous, cudaMemcpy2DAsync when the pitches allow it, row
+/// by row beyond the device's largest pitch.
+cudaError_t copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
+                     size_t rows);
+/// At least `bytes` of workspace on the device.
+void *workspace(size_t bytes);
+
+constexpr int kThreads = 256;
+inline unsigned blocksFor(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65535 * 16 ? 65535 * 16 : blocks);
+}
+
+/// A walk over `shape` (row-major, up to kMaxRank dimensions) with, for each
+/// of two views, the element offset of an index: start + sum(index * stride).
+constexpr int kMaxRank = 8;
+struct Strided {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t stride[2][kMaxRank] = {};
+  int64_t start[2] = {0, 0};
+
+  /// The offsets in both views of linear index `i` of `shape`.
+  __host__ __device__ void offsets(int64_t i, int64_t &first, int64_t &second) const {
+    first = start[0];
+    second = start[1];
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t index = i % shape[d];
+      i /= shape[d];
+      first += index * stride[0][d];
+      second += index * stride[1][d];
+    }
+  }
+};
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+/// A walk of `shape`; fails the job beyond kMaxRank dimensions.
+Strided stridedOf(const std::vector<int64_t> &shape);
+/// Strides of `shape` seen through the NumPy broadcast to `outShape`: 0
+/// where a dimension is stretched or missing.
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
+                                      const std::vector<int64_t> &outShape);
+
+/// Grid-stride loop over [0, n).
+#define SBPRT_FOR_EACH(i, n)                                                                    \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n);       \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+/// The sum (max) of `value` over the block, in a fixed order; every thread
+/// gets it. `shared` holds blockDim.x / 32 values; blockDim.x is a multiple
+/// of 32.
+template <typename T, typename Combine>
+__device__ T blockReduce(T value, T *shared, Combine combine) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = combine(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  __syncthreads(); // shared may still be read by a previous call
+  if (lane == 0)
+    shared[warp] = value;
+  __syncthreads();
+  value = shared[0];
+  for (int w = 1; w < warps; ++w)
+    value = combine(value, shared[w]);
+  return value;
+}
+
+/// Copies `count` ids from the arena to the host (synchronously, into
+/// `host` when given) and checks each lies in [0, limit); false with
+/// `error` set as the CPU kernels say it.
+bool checkIds(const int64_t *ids, int64_t count, int64_t limit, const char *what,
+              const char *unit, std::string &error, std::vector<int64_t> *host = nullptr);
+
+} // namespace sbprt::cuda

@@ -1,0 +1,238 @@
+// Elementwise and layout kernels: one thread per output element over a
+// grid-stride loop; broadcasts, transposes, slices and pads walk strided
+// views (Context.h).
+#include "runtime/Elementwise.h"
+#include "runtime/cuda/Context.h"
+#include "runtime/cuda/Ops.h"
+
+#include <cmath>
+
+namespace sbprt::cuda {
+namespace {
+
+__global__ void unaryKernel(UnaryKind kind, const float *in, float *out, int64_t n) {
+  SBPRT_FOR_EACH(i, n) out[i] = elementwise::unary(kind, in[i]);
+}
+
+__global__ void binaryKernel(BinaryKind kind, const float *lhs, const float *rhs, float *out,
+                             int64_t n, Strided view) {
+  SBPRT_FOR_EACH(i, n) {
+    int64_t l, r;
+    view.offsets(i, l, r);
+    out[i] = elementwise::binary(kind, lhs[l], rhs[r]);
+  }
+}
+
+/// out[view.first(i)] = in[view.second(i)] for every index i of the view:
+/// gathers (transpose, broadcast, slice) and scatters (pad) alike.
+template <typename T>
+__global__ void stridedCopyKernel(const T *in, T *out, int64_t n, Strided view) {
+  SBPRT_FOR_EACH(i, n) {
+    int64_t to, from;
+    view.offsets(i, to, from);
+    out[to] = in[from];
+  }
+}
+
+__global__ void causalMaskKernel(const float *in, float *out, int64_t n, int64_t s, float fill) {
+  SBPRT_FOR_EACH(at, n) {
+    int64_t j = at % s, i = (at / s) % s;
+    out[at] = j > i ? fill : in[at];
+  }
+}
+
+__global__ void reluGradKernel(const float *x, const float *dy, float *dx, int64_t n) {
+  SBPRT_FOR_EACH(i, n) dx[i] = elementwise::reluGrad(x[i], dy[i]);
+}
+
+__global__ void geluGradKernel(const float *x, const float *dy, float *dx, int64_t n) {
+  SBPRT_FOR_EACH(i, n) dx[i] = elementwise::geluGrad(x[i], dy[i]);
+}
+
+__global__ void sgdKernel(const float *param, const float *grad, const float *velocity, int64_t n,
+                          double lr, double momentum, double weightDecay, float *newParam,
+                          float *newVelocity) {
+  SBPRT_FOR_EACH(i, n) {
+    elementwise::sgd(param[i], grad[i], velocity[i], lr, momentum, weightDecay, newParam[i],
+                     newVelocity[i]);
+  }
+}
+
+__global__ void adamwKernel(const float *param, const float *grad, const float *m, const float *v,
+                            int64_t n, const float *step, double lr, double beta1, double beta2,
+                            double eps, double weightDecay, float *newParam, float *newM,
+                            float *newV) {
+  double t = *step;
+  double correction1 = 1.0 - pow(beta1, t), correction2 = 1.0 - pow(beta2, t);
+  SBPRT_FOR_EACH(i, n) {
+    elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
+                       correction1, correction2, newParam[i], newM[i], newV[i]);
+  }
+}
+
+/// Runs stridedCopyKernel on `elementBytes`-byte elements.
+void stridedCopy(const void *in, void *out, size_t elementBytes, int64_t n, const Strided &view,
+                 const char *what) {
+  if (n == 0)
+    return;
+  if (elementBytes == 8)
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+        static_cast<const int64_t *>(in), static_cast<int64_t *>(out), n, view);
+  else
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+        static_cast<const float *>(in), static_cast<float *>(out), n, view);
+  launched(what);
+}
+
+} // namespace
+
+void copy(void *dst, const void *src, size_t bytes) {
+  if (dst != src && bytes)
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy");
+}
+
+void upload(void *dst, const void *src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()), "upload");
+  check(cudaStreamSynchronize(stream()), "upload");
+}
+
+void unary(UnaryKind kind, const float *in, float *out, int64_t n) {
+  if (n == 0)
+    return;
+  unaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, in, out, n);
+  launched("unary");
+}
+
+void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const float *rhs,
+            const Shape &rhsShape, float *out, const Shape &outShape) {
+  int64_t n = elementsOf(outShape);
+  if (n == 0)
+    return;
+  Strided view = stridedOf(outShape);
+  std::vector<int64_t> l = broadcastStrides(lhsShape, outShape),
+                       r = broadcastStrides(rhsShape, outShape);
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    view.stride[0][d] = l[d];
+    view.stride[1][d] = r[d];
+  }
+  binaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, lhs, rhs, out, n, view);
+  launched("binary");
+}
+
+void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape) {
+  Strided view = stridedOf(outShape);
+  std::vector<int64_t> to = stridesOf(outShape), from = broadcastStrides(inShape, outShape);
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    view.stride[0][d] = to[d];
+    view.stride[1][d] = from[d];
+  }
+  stridedCopy(in, out, sizeof(float), elementsOf(outShape), view, "broadcast");
+}
+
+void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out) {
+  Shape outShape;
+  for (int64_t p : perm)
+    outShape.push_back(shape[p]);
+  Strided view = stridedOf(outShape);
+  std::vector<int64_t> to = stridesOf(outShape), from = stridesOf(shape);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    view.stride[0][d] = to[d];
+    view.stride[1][d] = from[perm[d]];
+  }
+  stridedCopy(in, out, sizeof(float), elementsOf(outShape), view, "transpose");
+}
+
+void slice(const void *in, size_t elementBytes, const Shape &shape,
+           const std::vector<int64_t> &starts, const std::vector<int64_t> &limits, void *out) {
+  Shape outShape;
+  for (size_t d = 0; d < shape.size(); ++d)
+    outShape.push_back(limits[d] - starts[d]);
+  Strided view = stridedOf(outShape);
+  std::vector<int64_t> to = stridesOf(outShape), from = stridesOf(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    view.stride[0][d] = to[d];
+    view.stride[1][d] = from[d];
+    view.start[1] += starts[d] * from[d];
+  }
+  stridedCopy(in, out, elementBytes, elementsOf(outShape), view, "slice");
+}
+
+void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, float *out) {
+  Shape outShape;
+  for (size_t d = 0; d < shape.size(); ++d)
+    outShape.push_back(low[d] + shape[d] + high[d]);
+  int64_t n = elementsOf(outShape);
+  check(cudaMemsetAsync(out, 0, n * sizeof(float), stream()), "pad");
+  Strided view = stridedOf(shape);
+  std::vector<int64_t> to = stridesOf(outShape), from = stridesOf(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    view.stride[0][d] = to[d];
+    view.stride[1][d] = from[d];
+    view.start[0] += low[d] * to[d];
+  }
+  stridedCopy(in, out, sizeof(float), elementsOf(shape), view, "pad");
+}
+
+void concat(const std::vector<const void *> &inputs, size_t elementBytes,
+            const std::vector<Shape> &shapes, int64_t axis, void *out) {
+  // Every input is `outer` runs of shape[axis] * inner elements, side by side.
+  int64_t outer = 1, inner = 1, total = 0;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shapes[0][d];
+  for (size_t d = axis + 1; d < shapes[0].size(); ++d)
+    inner *= shapes[0][d];
+  for (const Shape &shape : shapes)
+    total += shape[axis];
+  size_t rowBytes = static_cast<size_t>(total * inner) * elementBytes, offset = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t run = static_cast<size_t>(shapes[i][axis] * inner) * elementBytes;
+    check(copyRows(static_cast<char *>(out) + offset, rowBytes, inputs[i], run, run, outer),
+          "concat");
+    offset += run;
+  }
+}
+
+void causalMaskOp(const float *x, float *y, const Shape &shape, float fill) {
+  int64_t n = elementsOf(shape);
+  if (n == 0)
+    return;
+  causalMaskKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, y, n, shape.back(), fill);
+  launched("causal mask");
+}
+
+void reluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+  if (n == 0)
+    return;
+  reluGradKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, dy, dx, n);
+  launched("relu gradient");
+}
+
+void geluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+  if (n == 0)
+    return;
+  geluGradKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, dy, dx, n);
+  launched("gelu gradient");
+}
+
+void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,
+               double momentum, double weightDecay, float *newParam, float *newVelocity) {
+  if (n == 0)
+    return;
+  sgdKernel<<<blocksFor(n), kThreads, 0, stream()>>>(param, grad, velocity, n, lr, momentum,
+                                                     weightDecay, newParam, newVelocity);
+  launched("sgd update");
+}
+
+void adamwUpdateOp(const float *param, const float *grad, const float *m, const float *v,
+                   int64_t n, const float *step, double lr, double beta1, double beta2,
+                   double eps, double weightDecay, float *newParam, float *newM, float *newV) {
+  if (n == 0)
+    return;
+  adamwKernel<<<blocksFor(n), kThreads, 0, stream()>>>(param, grad, m, v, n, step, lr, beta1,
+                                                       beta2, eps, weightDecay, newParam, newM,
+                                                       newV);
+  launched("adamw update");
+}
+
+} // namespace sbprt::cuda

@@ -1,0 +1,387 @@
+// Kernels over rows and lines: reductions, softmax, layer norm,
+// cross-entropy, embeddings. One block per row (line), threads striding
+// along it, block reductions in a fixed order; sums in double where the
+// CPU kernels sum in double.
+#include "runtime/cuda/Context.h"
+#include "runtime/cuda/Ops.h"
+
+#include <algorithm>
+#include <cfloat>
+
+namespace sbprt::cuda {
+namespace {
+
+constexpr int kRowThreads = 128;
+
+struct Sum {
+  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// Output r reduces the elements of `in` at kept.offsets(r) +
+/// reduced.offsets(j) for every j of `reduced`.
+__global__ void reduceKernel(ReduceKind kind, const float *in, float *out, Strided kept,
+                             Strided reduced, int64_t reducedCount) {
+  __shared__ double sums[kRowThreads / 32];
+  __shared__ float maxes[kRowThreads / 32];
+  int64_t base, unused;
+  kept.offsets(blockIdx.x, base, unused);
+  double sum = 0.0;
+  float best = -INFINITY;
+  for (int64_t j = threadIdx.x; j < reducedCount; j += blockDim.x) {
+    int64_t at;
+    reduced.offsets(j, at, unused);
+    float x = in[base + at];
+    sum += x;
+    best = fmaxf(best, x);
+  }
+  if (kind == ReduceKind::Max) {
+    best = blockReduce(best, maxes, Max());
+    if (threadIdx.x == 0)
+      out[blockIdx.x] = best;
+    return;
+  }
+  sum = blockReduce(sum, sums, Sum());
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = static_cast<float>(kind == ReduceKind::Mean ? sum / reducedCount : sum);
+}
+
+/// Line `blockIdx.x` of a tensor reduced along an axis of `width` with
+/// `inner` elements after it: offset and stride of its elements.
+__device__ void lineOf(int64_t line, int64_t width, int64_t inner, int64_t &offset,
+                       int64_t &stride) {
+  offset = (line / inner) * width * inner + line % inner;
+  stride = inner;
+}
+
+/// The max of a line of `width` elements `stride` apart, and the sum of
+/// exp(x - max) over it, on every thread of the block.
+__device__ void lineMaxAndSum(const float *x, int64_t width, int64_t stride, float &best,
+                              double &sum) {
+  __shared__ float maxes[kRowThreads / 32];
+  __shared__ double sums[kRowThreads / 32];
+  best = -INFINITY;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+    best = fmaxf(best, x[j * stride]);
+  best = blockReduce(best, maxes, Max());
+  sum = 0.0;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+    sum += exp(static_cast<double>(x[j * stride]) - best);
+  sum = blockReduce(sum, sums, Sum());
+}
+
+__global__ void softmaxKernel(const float *in, float *out, int64_t width, int64_t inner,
+                              bool logSoftmax) {
+  int64_t offset, stride;
+  lineOf(blockIdx.x, width, inner, offset, stride);
+  const float *x = in + offset;
+  float best;
+  double sum;
+  lineMaxAndSum(x, width, stride, best, sum);
+  double logSum = log(sum);
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    double shifted = static_cast<double>(x[j * stride]) - best;
+    out[offset + j * stride] = static_cast<float>(logSoftmax ? shifted - logSum : exp(shifted) / sum);
+  }
+}
+
+__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t width,
+                                  int64_t inner) {
+  __shared__ double sums[kRowThreads / 32];
+  int64_t offset, stride;
+  lineOf(blockIdx.x, width, inner, offset, stride);
+  double dot = 0.0;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+    dot += static_cast<double>(dy[offset + j * stride]) * y[offset + j * stride];
+  dot = blockReduce(dot, sums, Sum());
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    int64_t at = offset + j * stride;
+    dx[at] = static_cast<float>(y[at] * (dy[at] - dot));
+  }
+}
+
+/// Mean and 1 / sqrt(variance + eps) of row `x` of `width`, on every thread.
+__device__ void rowMoments(const float *x, int64_t width, float eps, double *shared, double &mean,
+                           double &rstd) {
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+    sum += x[i];
+  mean = blockReduce(sum, shared, Sum()) / width;
+  double var = 0.0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+    var += (x[i] - mean) * (x[i] - mean);
+  var = blockReduce(var, shared, Sum()) / width;
+  rstd = 1.0 / sqrt(var + eps);
+}
+
+__global__ void layerNormKernel(const float *in, const float *scale, const float *bias, float *out,
+                                int64_t width, float eps) {
+  __shared__ double shared[kRowThreads / 32];
+  const float *x = in + blockIdx.x * width;
+  double mean, rstd;
+  rowMoments(x, width, eps, shared, mean, rstd);
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+    out[blockIdx.x * width + i] = static_cast<float>((x[i] - mean) * rstd * scale[i] + bias[i]);
+}
+
+/// dx of each row, and the row's mean and rstd into `moments` for the
+/// column sums.
+__global__ void layerNormGradRowsKernel(const float *x, const float *scale, const float *dy,
+                                        float *dx, double *moments, int64_t width, float eps) {
+  __shared__ double shared[kRowThreads / 32];
+  const float *xr = x + blockIdx.x * width, *dyr = dy + blockIdx.x * width;
+  double mean, rstd;
+  rowMoments(xr, width, eps, shared, mean, rstd);
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale.
+  double meanG = 0.0, meanGX = 0.0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    double g = static_cast<double>(dyr[i]) * scale[i];
+    meanG += g;
+    meanGX += g * ((xr[i] - mean) * rstd);
+  }
+  meanG = blockReduce(meanG, shared, Sum()) / width;
+  meanGX = blockReduce(meanGX, shared, Sum()) / width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    double g = static_cast<double>(dyr[i]) * scale[i];
+    double xhat = (xr[i] - mean) * rstd;
+    dx[blockIdx.x * width + i] = static_cast<float>(rstd * (g - meanG - xhat * meanGX));
+  }
+  if (threadIdx.x == 0) {
+    moments[2 * blockIdx.x] = mean;
+    moments[2 * blockIdx.x + 1] = rstd;
+  }
+}
+
+/// dscale and dbias: column sums over the rows, in row order.
+__global__ void layerNormGradColumnsKernel(const float *x, const float *dy, const double *moments,
+                                           float *dscale, float *dbias, int64_t rows,
+                                           int64_t width) {
+  SBPRT_FOR_EACH(i, width) {
+    double scaleSum = 0.0, biasSum = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double xhat = (x[r * width + i] - moments[2 * r]) * moments[2 * r + 1];
+      scaleSum += dy[r * width + i] * xhat;
+      biasSum += dy[r * width + i];
+    }
+    dscale[i] = static_cast<float>(scaleSum);
+    dbias[i] = static_cast<float>(biasSum);
+  }
+}
+
+/// rowLoss[r] = -log_softmax(logits[r])[targets[r]].
+__global__ void crossEntropyRowsKernel(const float *logits, const int64_t *targets,
+                                       double *rowLoss, int64_t classes) {
+  const float *x = logits + blockIdx.x * classes;
+  float best;
+  double sum;
+  lineMaxAndSum(x, classes, 1, best, sum);
+  if (threadIdx.x == 0) {
+    float logProb =
+        static_cast<float>(static_cast<double>(x[targets[blockIdx.x]]) - best - log(sum));
+    rowLoss[blockIdx.x] = -static_cast<double>(logProb);
+  }
+}
+
+/// The rows' losses summed in row order.
+__global__ void sumRowsKernel(const double *rowLoss, int64_t rows, float *loss) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += rowLoss[r];
+  *loss = static_cast<float>(total);
+}
+
+__global__ void crossEntropyGradKernel(const float *logits, const int64_t *targets,
+                                       const float *lossGrad, float *dlogits, int64_t classes) {
+  const float *x = logits + blockIdx.x * classes;
+  float best;
+  double sum;
+  lineMaxAndSum(x, classes, 1, best, sum);
+  int64_t target = targets[blockIdx.x];
+  double scale = *lossGrad;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    float p = static_cast<float>(exp(static_cast<double>(x[c]) - best) / sum);
+    if (c == target)
+      p -= 1.0f;
+    dlogits[blockIdx.x * classes + c] = static_cast<float>(static_cast<double>(p) * scale);
+  }
+}
+
+__global__ void embeddingKernel(const float *table, const int64_t *ids, float *out, int64_t count,
+                                int64_t width) {
+  SBPRT_FOR_EACH(at, count * width) out[at] = table[ids[at / width] * width + at % width];
+}
+
+/// Block k sums, for table row rows[k], the rows of dy at positions
+/// positions[starts[k]] .. positions[starts[k + 1] - 1], in position order
+/// as the CPU does (deterministic, no atomics).
+__global__ void embeddingGradKernel(const int64_t *rows, const int64_t *starts,
+                                    const int64_t *positions, const float *dy, int64_t width,
+                                    float *table) {
+  int64_t row = rows[blockIdx.x], begin = starts[blockIdx.x], end = starts[blockIdx.x + 1];
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t p = begin; p < end; ++p)
+      sum += dy[positions[p] * width + j];
+    table[row * width + j] = sum;
+  }
+}
+
+/// Lines along `axis` of `shape`: how many, their width, the elements after the axis.
+void linesOf(const Shape &shape, int64_t axis, int64_t &lines, int64_t &width, int64_t &inner) {
+  width = shape[axis];
+  inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  lines = width ? elementsOf(shape) / width : 0;
+}
+
+} // namespace
+
+void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vector<int64_t> &dims,
+            float *out) {
+  std::vector<int64_t> strides = stridesOf(shape), keptShape, reducedShape, keptStrides,
+                       reducedStrides;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    (reduced ? reducedShape : keptShape).push_back(shape[d]);
+    (reduced ? reducedStrides : keptStrides).push_back(strides[d]);
+  }
+  Strided kept = stridedOf(keptShape), along = stridedOf(reducedShape);
+  for (size_t d = 0; d < keptShape.size(); ++d)
+    kept.stride[0][d] = keptStrides[d];
+  for (size_t d = 0; d < reducedShape.size(); ++d)
+    along.stride[0][d] = reducedStrides[d];
+  int64_t outputs = elementsOf(keptShape);
+  if (outputs == 0)
+    return;
+  reduceKernel<<<outputs, kRowThreads, 0, stream()>>>(kind, in, out, kept, along,
+                                                      elementsOf(reducedShape));
+  launched("reduce");
+}
+
+void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax) {
+  int64_t lines, width, inner;
+  linesOf(shape, axis, lines, width, inner);
+  if (lines == 0)
+    return;
+  softmaxKernel<<<lines, kRowThreads, 0, stream()>>>(in, out, width, inner, logSoftmax);
+  launched("softmax");
+}
+
+void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis) {
+  int64_t lines, width, inner;
+  linesOf(shape, axis, lines, width, inner);
+  if (lines == 0)
+    return;
+  softmaxGradKernel<<<lines, kRowThreads, 0, stream()>>>(y, dy, dx, width, inner);
+  launched("softmax gradient");
+}
+
+void layerNormOp(const float *x, const float *scale, const float *bias, float *y,
+                 const Shape &shape, float eps) {
+  int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
+  if (rows == 0)
+    return;
+  layerNormKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, bias, y, width, eps);
+  launched("layer norm");
+}
+
+void layerNormGradOp(const float *x, const float *scale, const float *dy, float *dx,
+                     float *dscale, float *dbias, const Shape &shape, float eps) {
+  int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
+  if (width == 0)
+    return;
+  if (rows == 0) { // no rows: the weight gradients are sums of nothing
+    check(cudaMemsetAsync(dscale, 0, width * sizeof(float), stream()), "layer norm gradient");
+    check(cudaMemsetAsync(dbias, 0, width * sizeof(float), stream()), "layer norm gradient");
+    return;
+  }
+  auto *moments = static_cast<double *>(workspace(2 * rows * sizeof(double)));
+  layerNormGradRowsKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments, width,
+                                                              eps);
+  launched("layer norm gradient");
+  layerNormGradColumnsKernel<<<blocksFor(width), kThreads, 0, stream()>>>(x, dy, moments, dscale,
+                                                                          dbias, rows, width);
+  launched("layer norm gradient");
+}
+
+bool crossEntropyOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
+                    float *loss, std::string &error) {
+  int64_t classes = logitsShape.back(), rows = classes ? elementsOf(logitsShape) / classes : 0;
+  if (!checkIds(targets, rows, classes, "target", "classes", error))
+    return false;
+  auto *rowLoss = static_cast<double *>(workspace((rows ? rows : 1) * sizeof(double)));
+  if (rows)
+    crossEntropyRowsKernel<<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss, classes);
+  sumRowsKernel<<<1, 1, 0, stream()>>>(rowLoss, rows, loss);
+  launched("cross-entropy");
+  return true;
+}
+
+bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
+                        const float *lossGrad, float *dlogits, std::string &error) {
+  int64_t classes = logitsShape.back(), rows = classes ? elementsOf(logitsShape) / classes : 0;
+  if (!checkIds(targets, rows, classes, "target", "classes", error))
+    return false;
+  if (rows == 0)
+    return true;
+  crossEntropyGradKernel<<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad, dlogits,
+                                                             classes);
+  launched("cross-entropy gradient");
+  return true;
+}
+
+bool embeddingOp(const float *table, const Shape &tableShape, const int64_t *indices,
+                 int64_t count, float *out, std::string &error) {
+  if (!checkIds(indices, count, tableShape[0], "index", "table rows", error))
+    return false;
+  int64_t width = tableShape[1];
+  if (count * width == 0)
+    return true;
+  embeddingKernel<<<blocksFor(count * width), kThreads, 0, stream()>>>(table, indices, out, count,
+                                                                       width);
+  launched("embedding");
+  return true;
+}
+
+bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,
+                     const Shape &tableShape, float *table, std::string &error) {
+  std::vector<int64_t> ids;
+  if (!checkIds(indices, count, tableShape[0], "index", "table rows", error, &ids))
+    return false;
+  int64_t width = tableShape[1];
+  check(cudaMemsetAsync(table, 0, tableShape[0] * width * sizeof(float), stream()),
+        "embedding gradient");
+  if (count * width == 0)
+    return true;
+  // The positions of each id, in order: [rows | starts | positions].
+  std::vector<int64_t> order(count);
+  for (int64_t i = 0; i < count; ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+  std::vector<int64_t> rows, starts;
+  for (int64_t k = 0; k < count; ++k)
+    if (k == 0 || ids[order[k]] != ids[order[k - 1]]) {
+      rows.push_back(ids[order[k]]);
+      starts.push_back(k);
+    }
+  starts.push_back(count);
+  int64_t distinct = static_cast<int64_t>(rows.size());
+  std::vector<int64_t> packed(rows);
+  packed.insert(packed.end(), starts.begin(), starts.end());
+  packed.insert(packed.end(), order.begin(), order.end());
+  auto *device = static_cast<int64_t *>(workspace(packed.size() * sizeof(int64_t)));
+  check(cudaMemcpyAsync(device, packed.data(), packed.size() * sizeof(int64_t),
+                        cudaMemcpyHostToDevice, stream()),
+        "embedding gradient");
+  embeddingGradKernel<<<distinct, kRowThreads, 0, stream()>>>(
+      device, device + distinct, device + 2 * distinct + 1, dy, width, table);
+  launched("embedding gradient");
+  // `packed` is a host buffer the copy reads: keep it until the copy is done.
+  check(cudaStreamSynchronize(stream()), "embedding gradient");
+  return true;
+}
+
+} // namespace sbprt::cuda
