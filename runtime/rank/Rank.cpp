@@ -411,7 +411,8 @@ int Rank::finish() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   nlohmann::json stats = {{"rank", rank_},
                           {"program", info_.name},
-                          {"comm_bytes", comm_->bytesSent()},
+                          // Per run: every run sends the same (--repeat).
+                          {"comm_bytes", comm_->bytesSent() / static_cast<uint64_t>(repeats_)},
                           {"arena_bytes", info_.arenaBytes},
                           {"arena_peak_bytes", arenaPeak_},
                           {"seconds", seconds}};

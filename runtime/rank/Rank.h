@@ -11,7 +11,8 @@
 // --repeat N runs the whole program N times in the one process (the
 // outputs are the same each time), timing each run: `repeats` in
 // rank<r>.json has each run's seconds and its compute seconds (without
-// the time spent loading and storing shards), for benchmarks.
+// the time spent loading and storing shards), for benchmarks; bytes sent
+// are those of one run.
 // Any error prints one line "rank R failed in OP: MESSAGE" and ends the
 // whole job; so does an op that makes no progress for --timeout seconds
 // (a rank it waits for has stopped), so that no job hangs.
