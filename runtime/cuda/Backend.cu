@@ -151,6 +151,12 @@ Backend::~Backend() {
 std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Communicator> mpi,
                                                     std::string &error) {
   Context &c = context();
+  const char *forced = std::getenv("SBPRT_COMM");
+  std::string choice = forced && *forced ? forced : "";
+  if (!choice.empty() && choice != "nccl" && choice != "mpi") {
+    error = "SBPRT_COMM must be nccl or mpi, got '" + choice + "'";
+    return nullptr;
+  }
   int devices = 0;
   if (cudaError_t status = cudaGetDeviceCount(&devices); status != cudaSuccess) {
     error = std::string("no usable CUDA GPU (a --target cuda program needs one): ") +
@@ -176,12 +182,6 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
       cublasSetStream(c.blas, c.stream) != CUBLAS_STATUS_SUCCESS ||
       cublasSetMathMode(c.blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
     error = "cannot create the cuBLAS handle";
-    return nullptr;
-  }
-  const char *forced = std::getenv("SBPRT_COMM");
-  std::string choice = forced && *forced ? forced : "";
-  if (!choice.empty() && choice != "nccl" && choice != "mpi") {
-    error = "SBPRT_COMM must be nccl or mpi, got '" + choice + "'";
     return nullptr;
   }
   bool nccl = choice.empty() ? mpi->size() > 1 && localSize <= devices : choice == "nccl";
