@@ -88,6 +88,11 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
           args.push_back(library);
     for (const char *library : kRuntimeLibraries)
       args.push_back(library);
+    if (!cuda)
+      for (const char *library : kBlasLibraries)
+        args.push_back(library);
+    for (const char *library : kMpiLibraries)
+      args.push_back(library);
     args.push_back("-lpthread");
     return args;
   };

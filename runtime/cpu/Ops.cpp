@@ -18,16 +18,6 @@ void adamwUpdateOp(const float *param, const float *grad, const float *m, const 
               newV);
 }
 
-MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Shape &cShape,
-                      bool transposeA) {
-  size_t r = cShape.size();
-  int64_t batch = 1;
-  for (size_t d = 0; d + 2 < r; ++d)
-    batch *= cShape[d];
-  return {batch, cShape[r - 2], cShape[r - 1], aShape[r - (transposeA ? 2 : 1)],
-          bShape.size() == 2};
-}
-
 void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,
               const Shape &cShape, bool transposeA, bool transposeB) {
   MatmulDims g = matmulDims(aShape, bShape, cShape, transposeA);

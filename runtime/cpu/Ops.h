@@ -27,8 +27,16 @@ struct MatmulDims {
   int64_t batch, m, n, k;
   bool sharedB;
 };
-MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Shape &cShape,
-                      bool transposeA);
+/// Inline: the CUDA GEMM shares it without linking the CPU kernels (and BLAS).
+inline MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Shape &cShape,
+                             bool transposeA) {
+  size_t r = cShape.size();
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < r; ++d)
+    batch *= cShape[d];
+  return {batch, cShape[r - 2], cShape[r - 1], aShape[r - (transposeA ? 2 : 1)],
+          bShape.size() == 2};
+}
 
 /// graph.matmul: c = op(a) x op(b), batched over c's leading dimensions; a
 /// rank-2 `b` is shared by every batch entry.
