@@ -195,8 +195,9 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
     return failure();
   llvm::outs() << "wrote " << reportPath << "\n";
   if (!command.reportOnly && !command.target.empty())
-    llvm::outs() << "wrote " << command.outputDir << "/bin/rank0.."
-                 << mesh->numDevices() - 1 << " and launch.sh; run them with: sbpc run "
+    llvm::outs() << "wrote " << command.outputDir << "/bin/rank0"
+                 << (mesh->numDevices() > 1 ? ".." + std::to_string(mesh->numDevices() - 1) : "")
+                 << " and launch.sh; run them with: sbpc run "
                  << command.outputDir << " --params ... --input NAME=FILE.npy --output-dir DIR\n";
   return success();
 }

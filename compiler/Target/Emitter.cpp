@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 using namespace mlir;
 using namespace sbpc::graph;
@@ -128,13 +129,18 @@ private:
   LogicalResult emitFused(ex::FusedOp op);
   LogicalResult emitGraphOp(Operation *op);
   LogicalResult emitExecOp(Operation *op);
-  void line(const std::string &text) { body << "    " << text << "\n"; }
+  void line(const std::string &text) { body << "  " << text << "\n"; }
 
   func::FuncOp program;
   const sbprt::Mesh &mesh;
   sbpc::TargetKind target;
   llvm::DenseMap<Value, int64_t> offsets;
-  std::ostringstream body;
+  std::ostringstream body; // the ops since the last part
+  /// The program's ops, kOpsPerPart to a function: host compilers take
+  /// minutes over one function of thousands of calls (GPT-2's training
+  /// step: 5 minutes as one function, 26 s in parts).
+  static constexpr int kOpsPerPart = 64;
+  std::vector<std::string> parts;
   int constants = 0;
   int fusedCount = 0;
   std::ostringstream statics; // constant data
@@ -568,9 +574,25 @@ LogicalResult Emitter::emit(const std::string &name, std::ostream &out) {
   auto arena = program->getAttrOfType<IntegerAttr>(ex::kArenaBytes);
   if (!arena)
     return program.emitOpError() << "has no memory plan; run --exec-plan-memory first";
-  for (Operation &op : program.getBody().front())
+  int emitted = 0;
+  for (Operation &op : program.getBody().front()) {
     if (failed(emitOp(&op)))
       return failure();
+    if (++emitted % kOpsPerPart == 0) {
+      parts.push_back(body.str());
+      body.str("");
+    }
+  }
+  if (!body.str().empty())
+    parts.push_back(body.str());
+  std::string functions, calls;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string part = "part" + std::to_string(i);
+    functions += "static void " + part +
+                 "(sbprt::rank::Rank &r, [[maybe_unused]] std::string &error) {\n" + parts[i] +
+                 "}\n\n";
+    calls += "    " + part + "(r, error);\n";
+  }
   std::string axes = "{", meshText;
   for (size_t i = 0; i < mesh.axes.size(); ++i) {
     axes += (i ? ", " : "") + quoted(mesh.axes[i]);
@@ -592,7 +614,9 @@ LogicalResult Emitter::emit(const std::string &name, std::ostream &out) {
       << "#include <cstring>\n#include <limits>\n\n"
       << "using sbprt::cpu::Shape;\nnamespace kernels = sbprt::" << (cuda ? "cuda" : "cpu")
       << ";\n\n"
-      << statics.str() << (constants ? "\n" : "") << "int main(int argc, char **argv) {\n"
+      << statics.str() << (constants ? "\n" : "")
+      << "// The program's ops in order, " << kOpsPerPart << " to a function.\n"
+      << functions << "int main(int argc, char **argv) {\n"
       << (cuda ? "  sbprt::cuda::Backend gpu;\n" : "")
       << "  sbprt::rank::Rank r(argc, argv, {" << quoted(name) << ", sbprt::Mesh{" << axes
       << ", " << list(mesh.shape) << "}, " << arena.getInt() << (cuda ? ", &gpu" : "")
@@ -600,7 +624,7 @@ LogicalResult Emitter::emit(const std::string &name, std::ostream &out) {
       << "  [[maybe_unused]] std::string error;\n"
       << "  for (int64_t repeat = 0; repeat < r.repeats(); ++repeat) {\n"
       << "    r.beginRepeat();\n"
-      << body.str() << "    r.endRepeat();\n  }\n  return r.finish();\n}\n";
+      << calls << "    r.endRepeat();\n  }\n  return r.finish();\n}\n";
   return success();
 }
 
