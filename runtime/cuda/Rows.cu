@@ -154,16 +154,47 @@ __global__ void layerNormGradRowsKernel(const float *x, const float *scale, cons
   }
 }
 
-/// dscale and dbias: column sums over the rows, in row order.
-__global__ void layerNormGradColumnsKernel(const float *x, const float *dy, const double *moments,
-                                           float *dscale, float *dbias, int64_t rows,
-                                           int64_t width) {
-  SBPRT_FOR_EACH(i, width) {
-    double scaleSum = 0.0, biasSum = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
+/// dscale and dbias are column sums over every row. Stage 1: block (t, c)
+/// sums columns 32t .. 32t + 31 over row chunk c, kColumnLanes rows at a
+/// time, into partial[c]; stage 2 sums the chunks in order. A fixed
+/// decomposition: the same bits run to run, with the whole GPU busy (one
+/// thread per column would leave most of it idle for thousands of rows).
+constexpr int kColumnLanes = 8;
+
+__global__ void layerNormGradPartialsKernel(const float *x, const float *dy,
+                                            const double *moments, double *partial,
+                                            int64_t rows, int64_t width, int64_t rowsPerChunk) {
+  __shared__ double scaleSums[kColumnLanes][32], biasSums[kColumnLanes][32];
+  int64_t i = blockIdx.x * 32 + threadIdx.x;
+  int64_t begin = blockIdx.y * rowsPerChunk;
+  int64_t end = begin + rowsPerChunk < rows ? begin + rowsPerChunk : rows;
+  double scaleSum = 0.0, biasSum = 0.0;
+  if (i < width)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kColumnLanes) {
       double xhat = (x[r * width + i] - moments[2 * r]) * moments[2 * r + 1];
       scaleSum += dy[r * width + i] * xhat;
       biasSum += dy[r * width + i];
+    }
+  scaleSums[threadIdx.y][threadIdx.x] = scaleSum;
+  biasSums[threadIdx.y][threadIdx.x] = biasSum;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < width) {
+    for (int lane = 1; lane < kColumnLanes; ++lane) {
+      scaleSum += scaleSums[lane][threadIdx.x];
+      biasSum += biasSums[lane][threadIdx.x];
+    }
+    partial[(2 * blockIdx.y) * width + i] = scaleSum;
+    partial[(2 * blockIdx.y + 1) * width + i] = biasSum;
+  }
+}
+
+__global__ void layerNormGradColumnsKernel(const double *partial, int64_t chunks, int64_t width,
+                                           float *dscale, float *dbias) {
+  SBPRT_FOR_EACH(i, width) {
+    double scaleSum = 0.0, biasSum = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      scaleSum += partial[(2 * c) * width + i];
+      biasSum += partial[(2 * c + 1) * width + i];
     }
     dscale[i] = static_cast<float>(scaleSum);
     dbias[i] = static_cast<float>(biasSum);
@@ -298,12 +329,21 @@ void layerNormGradOp(const float *x, const float *scale, const float *dy, float 
     check(cudaMemsetAsync(dbias, 0, width * sizeof(float), stream()), "layer norm gradient");
     return;
   }
-  auto *moments = static_cast<double *>(workspace(2 * rows * sizeof(double)));
+  // Chunks of at least 64 rows, at most 256 chunks: [moments | partials].
+  int64_t chunks = std::min<int64_t>(256, (rows + 63) / 64);
+  int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
+  auto *moments =
+      static_cast<double *>(workspace((2 * rows + 2 * chunks * width) * sizeof(double)));
+  double *partial = moments + 2 * rows;
   layerNormGradRowsKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments, width,
                                                               eps);
   launched("layer norm gradient");
-  layerNormGradColumnsKernel<<<blocksFor(width), kThreads, 0, stream()>>>(x, dy, moments, dscale,
-                                                                          dbias, rows, width);
+  dim3 tiles(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(chunks));
+  layerNormGradPartialsKernel<<<tiles, dim3(32, kColumnLanes), 0, stream()>>>(
+      x, dy, moments, partial, rows, width, rowsPerChunk);
+  launched("layer norm gradient");
+  layerNormGradColumnsKernel<<<blocksFor(width), kThreads, 0, stream()>>>(partial, chunks, width,
+                                                                          dscale, dbias);
   launched("layer norm gradient");
 }
 
