@@ -10,7 +10,7 @@ LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
 
-.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-gpu clean
+.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-gpu gpu-bundle clean
 
 all: build
 
@@ -44,8 +44,8 @@ test: build
 	test/lit-summary.sh $(BUILD)/test.log $$status
 
 # The GPU tests (REQUIRES: gpu under test/: the CUDA target against the
-# reference and single-device training, compute-sanitizer) and the CUDA
-# target's build tests. make test builds the CUDA target and skips these
+# CPU target and the reference, compute-sanitizer) and the CUDA target's
+# build tests. make test builds the CUDA target and skips these
 # where there is no GPU; this fails there instead.
 test-gpu: build
 	@nvidia-smi -L 2>/dev/null | grep -q GPU || \
@@ -80,6 +80,14 @@ bench-search: build
 # CUDA. Needs a GPU.
 bench-gpu: build
 	@/usr/bin/python3 bench/gpu/run.py --sbpc $(BUILD)/bin/sbpc --out bench/gpu
+
+# The GPU bundle (docs/cuda.md): gpu-equal.test's cases and the GPU
+# benchmark's programs compiled here, with this machine's Open MPI, for a
+# GPU machine without sbpc's build dependencies:
+#   tar xzf gpu-bundle.tar.gz && gpu-bundle/run.sh OUTPUT_DIR
+gpu-bundle: build
+	@/usr/bin/python3 test/gpu/bundle.py --sbpc $(BUILD)/bin/sbpc --out $(BUILD)/gpu-bundle \
+	  --carry-mpi --tar $(BUILD)/gpu-bundle.tar.gz
 
 demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo

@@ -5,10 +5,11 @@ layers, hidden 1024, 16 heads; vocabulary 50257, sequence --seq, batch
 --batch) and each workload (the forward with its loss, and one AdamW
 training step):
 
-- sbpc: `sbpc gen` the model with random parameters, `sbpc compile --mesh
-  x=1 --target cuda` (and `--train`), `sbpc run --repeat N`; the time of a
-  run is run.json's `repeats[].compute_seconds` (loading and storing
-  shards excluded), the median over the runs after the first;
+- sbpc: `sbpc gen` the model, `sbpc compile --mesh x=1 --target cuda` (and
+  `--train`), then the ranks' `launch.sh --repeat N` on random parameters
+  (GPT-2's initialization; optimizer states zero); the time of a run is the
+  rank's `repeats[].compute_seconds` (loading and storing excluded), the
+  median over the runs after the first;
 - PyTorch eager and `torch.compile`: the same model written here (pre-LN
   blocks, causal attention, tanh GELU, tied head) on the same parameters,
   timed with CUDA events over the same number of runs after warm-up.
@@ -19,12 +20,18 @@ time; model FLOP utilization is the model's FLOPs (2 per multiply-add of
 every GEMM, attention included; a training step is 3x the forward) over
 time and the GPU's f32 peak (--peak-tflops, else known from its name).
 
-Writes OUT/results.json (every measurement) and OUT/table.md, and prints
+Writes OUT/bench.json (every measurement) and OUT/bench.md, and prints
 the table. PyTorch columns say why they are missing when torch or its
 CUDA is not there.
 
+The two halves can run on two machines (test/gpu/bundle.py): --prepare DIR
+compiles the programs where sbpc is (no GPU needed), --programs DIR
+measures them where the GPU is (no sbpc needed). With neither, both here.
+
 usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium]
               [--batch 8] [--seq 1024] [--repeat 10] [--workdir DIR]
+       run.py --sbpc S --prepare DIR [--models ...] [--batch B] [--seq S] [--target cuda|cpu]
+       run.py --programs DIR --out OUT [--repeat 10] [--workdir DIR]
 """
 import argparse
 import datetime
@@ -37,9 +44,11 @@ import sys
 
 import numpy as np
 
-MODELS = {"small": dict(layers=12, hidden=768, heads=12),
+MODELS = {"tiny": dict(layers=2, hidden=64, heads=4),  # to try the script, not to report
+          "small": dict(layers=12, hidden=768, heads=12),
           "medium": dict(layers=24, hidden=1024, heads=16)}
 VOCAB = 50257
+HERE = os.path.dirname(os.path.abspath(__file__))
 # Dense f32 (no tensor cores) peaks, TFLOP/s.
 PEAKS = {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5}
 
@@ -47,7 +56,11 @@ PEAKS = {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5}
 def run(cmd, **kw):
     done = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if done.returncode != 0:
-        raise RuntimeError(" ".join(cmd[:3]) + ": " + (done.stderr.strip().splitlines() or ["?"])[-1])
+        lines = [line for line in (done.stdout + done.stderr).splitlines()
+                 if line.strip(" -")] or ["?"]
+        # A rank's own report (not MPI's banner after it) says what went wrong.
+        ranks = [line for line in lines if line.startswith("rank ") and " failed in " in line]
+        raise RuntimeError(os.path.basename(cmd[0]) + ": " + (ranks or lines)[-1])
     return done.stdout
 
 
@@ -75,37 +88,65 @@ def flops(spec, batch, seq, train):
     return forward * (3 if train else 1)
 
 
-def sbpc_time(args, work, name, spec, train):
-    """Median compute seconds of a run after the first, and sbpc's version of the model."""
-    model, params = os.path.join(work, name + ".mlir"), os.path.join(work, name + ".safetensors")
-    if not os.path.exists(params):
-        run([args.sbpc, "gen", "gpt", "--layers", str(spec["layers"]), "--hidden", str(spec["hidden"]),
-             "--heads", str(spec["heads"]), "--seq", str(args.seq), "--batch", str(args.batch),
-             "--vocab", str(VOCAB), "--positions", str(args.seq), "--loss", "-o", model,
-             "--params", params, "--seed", "1"])
-    rng = np.random.default_rng(0)
-    tokens, targets = os.path.join(work, "tokens.npy"), os.path.join(work, "targets.npy")
-    np.save(tokens, rng.integers(0, VOCAB, size=(args.batch, args.seq), dtype=np.int64))
-    np.save(targets, rng.integers(0, VOCAB, size=(args.batch, args.seq), dtype=np.int64))
-    out = os.path.join(work, name + ("-train" if train else "-forward"))
-    run([args.sbpc, "compile", model, "--mesh", "x=1", "--strategy", "dp", "--target", "cuda",
-         "--cuda-arch", args.cuda_arch, *(["--train", "--optimizer", "adamw"] if train else []),
-         "-o", out])
-    inputs = ["--input", "tokens=" + tokens, "--input", "targets=" + targets]
-    state = params
-    if train:  # optimizer states: one step from zeros writes them with the parameters
-        run([args.sbpc, "run", out, "--params", params, *inputs, "--steps", "1",
-             "--output-dir", out + "-state"])
-        state = os.path.join(out + "-state", "params.safetensors")
-    res = out + "-res"
-    run([args.sbpc, "run", out, "--params", state, *inputs, "--repeat", str(args.repeat),
-         "--output-dir", res])
-    repeats = json.load(open(os.path.join(res, "run.json")))["ranks"][0]["repeats"]
+def prepare(args, spec_names):
+    """Compiles every model's forward and training step into args.prepare;
+    writes programs.json there."""
+    os.makedirs(args.prepare, exist_ok=True)
+    programs = []
+    for name in spec_names:
+        spec = MODELS[name]
+        model = os.path.join(args.prepare, name + ".mlir")
+        run([args.sbpc, "gen", "gpt", "--layers", str(spec["layers"]), "--hidden",
+             str(spec["hidden"]), "--heads", str(spec["heads"]), "--seq", str(args.seq), "--batch",
+             str(args.batch), "--vocab", str(VOCAB), "--positions", str(args.seq), "--loss", "-o",
+             model])
+        for train in (False, True):
+            out = os.path.join(args.prepare, name + ("-train" if train else "-forward"))
+            print(f"bench/gpu: compiling {os.path.basename(out)}", file=sys.stderr, flush=True)
+            run([args.sbpc, "compile", model, "--mesh", "x=1", "--strategy", "dp", "--target",
+                 args.target, *(["--cuda-arch", args.cuda_arch] if args.target == "cuda" else []),
+                 *(["--train", "--optimizer", "adamw"] if train else []), "-o", out])
+            programs.append({"model": name, "workload": "train" if train else "forward",
+                             "dir": os.path.basename(out)})
+        os.remove(model)
+    json.dump({"batch": args.batch, "seq": args.seq, "target": args.target, "programs": programs},
+              open(os.path.join(args.prepare, "programs.json"), "w"), indent=1)
+
+
+def draw_params(program, seed):
+    """GPT-2's initialization for every parameter the program loads
+    (weights N(0, 0.02), layer-norm scales 1, biases 0), optimizer states
+    zero and the step counter 1, as `sbpc run --steps` starts them."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for load in json.load(open(os.path.join(program, "program.json")))["loads"]:
+        if load["kind"] != "param":
+            continue
+        name, shape = load["name"], load["stored_shape"]
+        if name == "optimizer.step":
+            tensors[name] = np.ones(shape, np.float32)
+        elif name.startswith("optimizer.") or name.endswith(".bias"):
+            tensors[name] = np.zeros(shape, np.float32)
+        elif ".ln_" in name or name.startswith("ln_"):
+            tensors[name] = np.ones(shape, np.float32)
+        else:
+            tensors[name] = (0.02 * rng.standard_normal(shape, dtype=np.float32))
+    return tensors
+
+
+def sbpc_time(args, program, params, tokens, targets):
+    """Median compute seconds of a run after the first, from the rank's own timing."""
+    res = os.path.join(args.workdir, os.path.basename(program) + "-res")
+    os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
+    run([os.path.join(program, "launch.sh"), "--params", params, "--input", "tokens=" + tokens,
+         "--input", "targets=" + targets, "--repeat", str(args.repeat), "--output-dir", res])
+    repeats = json.load(open(os.path.join(res, ".shards", "rank0.json")))["repeats"]
+    shutil.rmtree(res, ignore_errors=True)
     times = [r["compute_seconds"] for r in repeats[1:]] or [repeats[0]["compute_seconds"]]
-    return statistics.median(times), tokens, targets
+    return statistics.median(times)
 
 
-def torch_times(args, work, name, spec, train, tokens_path, targets_path):
+def torch_times(args, spec, train, weights, tokens, targets):
     """{eager, compile}: median seconds, or a reason string."""
     try:
         import torch
@@ -115,14 +156,11 @@ def torch_times(args, work, name, spec, train, tokens_path, targets_path):
         return {"eager": "torch has no CUDA", "compile": "torch has no CUDA"}
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                    "test", "e2e"))
-    from npy_tools import read_safetensors  # noqa: E402
     dev = torch.device("cuda")
-    params = {k: torch.tensor(v, device=dev, requires_grad=train)
-              for k, v in read_safetensors(os.path.join(work, name + ".safetensors")).items()}
-    tokens = torch.tensor(np.load(tokens_path), device=dev)
-    targets = torch.tensor(np.load(targets_path), device=dev)
+    params = {k: torch.tensor(v, device=dev, requires_grad=train) for k, v in weights.items()
+              if not k.startswith("optimizer.")}
+    tokens = torch.tensor(tokens, device=dev)
+    targets = torch.tensor(targets, device=dev)
     H, heads = spec["hidden"], spec["heads"]
 
     def loss_of(p, tok, tgt):
@@ -177,43 +215,87 @@ def torch_times(args, work, name, spec, train, tokens_path, targets_path):
         result["compile"] = timed(torch.compile(loss_of))
     except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
         result["compile"] = "torch.compile failed: " + str(e).splitlines()[0][:80]
+    # The next sbpc program runs in another process: give the memory back.
+    del params, optimizer
+    torch.cuda.empty_cache()
     return result
+
+
+def measure(args, peak, name):
+    """Runs every prepared program and its PyTorch twin; the records."""
+    sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "e2e"))
+    from npy_tools import write_safetensors  # noqa: E402
+    prepared = json.load(open(os.path.join(args.programs, "programs.json")))
+    batch, seq = prepared["batch"], prepared["seq"]
+    os.makedirs(args.workdir, exist_ok=True)
+    rng = np.random.default_rng(0)
+    tokens, targets = (rng.integers(0, VOCAB, size=(batch, seq), dtype=np.int64) for _ in range(2))
+    tokens_path, targets_path = (os.path.join(args.workdir, n + ".npy") for n in ("t", "y"))
+    np.save(tokens_path, tokens)
+    np.save(targets_path, targets)
+    records = []
+    wanted = args.models.split(",") if args.models else None
+    for entry in prepared["programs"]:
+        model, train = entry["model"], entry["workload"] == "train"
+        if wanted and model not in wanted:
+            continue
+        spec = MODELS[model]
+        print(f"bench/gpu: GPT-2 {model} {entry['workload']} ...", file=sys.stderr, flush=True)
+        rec = {"model": model, "workload": entry["workload"], **spec, "batch": batch, "seq": seq,
+               "flops": flops(spec, batch, seq, train)}
+        program = os.path.join(args.programs, entry["dir"])
+        params = draw_params(program, seed=1)
+        params_path = os.path.join(args.workdir, "params.safetensors")
+        write_safetensors(params_path, params)
+        try:
+            rec["sbpc_seconds"] = sbpc_time(args, program, params_path, tokens_path, targets_path)
+        except RuntimeError as e:
+            rec["error"] = str(e)
+        for k, v in torch_times(args, spec, train, params, tokens, targets).items():
+            rec[f"torch_{k}_seconds" if isinstance(v, float) else f"torch_{k}_missing"] = v
+        os.remove(params_path)
+        records.append(rec)
+    return records
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sbpc", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--models", default="small,medium")
+    ap.add_argument("--sbpc", help="sbpc, to compile the programs (not with --programs)")
+    ap.add_argument("--out", help="where bench.json and bench.md go")
+    ap.add_argument("--models", help="small,medium (default); with --programs: those "
+                    "prepared")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
+                    help="with --prepare: what to compile for (cpu: to try the script)")
     ap.add_argument("--cuda-arch", default="sm_90")
     ap.add_argument("--peak-tflops", type=float, help="the GPU's f32 peak (default: by its name)")
     ap.add_argument("--workdir", help="default: OUT/work (removed at the end)")
+    ap.add_argument("--prepare", metavar="DIR", help="only compile the programs into DIR")
+    ap.add_argument("--programs", metavar="DIR", help="only measure the programs in DIR")
+    ap.add_argument("--no-gpu-ok", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.prepare:
+        if not args.sbpc:
+            sys.exit("bench/gpu: --prepare needs --sbpc")
+        prepare(args, (args.models or "small,medium").split(","))
+        return
+    if not args.out:
+        sys.exit("bench/gpu: --out is required")
     name = gpu_name()
-    if not name:
+    if not name and not args.no_gpu_ok:
         sys.exit("bench/gpu: no GPU here (nvidia-smi lists none)")
     peak = peak_of(name, args.peak_tflops)
-    work = args.workdir or os.path.join(args.out, "work")
-    os.makedirs(work, exist_ok=True)
-    records = []
-    for model in args.models.split(","):
-        spec = MODELS[model]
-        for train in (False, True):
-            what = f"GPT-2 {model} {'training step' if train else 'forward'}"
-            print(f"bench/gpu: {what} ...", file=sys.stderr, flush=True)
-            rec = {"model": model, "workload": "train" if train else "forward", **spec,
-                   "batch": args.batch, "seq": args.seq, "flops": flops(spec, args.batch, args.seq, train)}
-            try:
-                seconds, tok, tgt = sbpc_time(args, work, model, spec, train)
-                rec["sbpc_seconds"] = seconds
-                for k, v in torch_times(args, work, model, spec, train, tok, tgt).items():
-                    rec[f"torch_{k}_seconds" if isinstance(v, float) else f"torch_{k}_missing"] = v
-            except RuntimeError as e:
-                rec["error"] = str(e)
-            records.append(rec)
+    keep_work = bool(args.workdir)
+    args.workdir = args.workdir or os.path.join(args.out, "work")
+    if not args.programs:
+        if not args.sbpc:
+            sys.exit("bench/gpu: --sbpc or --programs is required")
+        args.prepare = args.programs = os.path.join(args.workdir, "programs")
+        prepare(args, (args.models or "small,medium").split(","))
+    records = measure(args, peak, name)
     header = ("| model | workload | system | ms | tokens/s | MFU (f32) |\n"
               "|---|---|---|---:|---:|---:|\n")
     rows = []
@@ -232,16 +314,17 @@ def main():
                 rows.append(f"| {r['model']} | {r['workload']} | {system} | {r[key + '_missing']} | | |")
     table = header + "\n".join(rows) + "\n"
     stamp = datetime.date.today().isoformat()
-    note = (f"{name}, {stamp}; batch {args.batch} x seq {args.seq}, f32 without TF32, "
+    batch, seq = (records[0]["batch"], records[0]["seq"]) if records else (args.batch, args.seq)
+    note = (f"{name}, {stamp}; batch {batch} x seq {seq}, f32 without TF32, "
             f"median of {args.repeat - 1} runs after a warm-up; MFU against "
             f"{peak if peak else '?'} TFLOP/s.\n\n")
     os.makedirs(args.out, exist_ok=True)
     json.dump({"gpu": name, "date": stamp, "peak_tflops": peak, "records": records},
-              open(os.path.join(args.out, "results.json"), "w"), indent=2)
-    open(os.path.join(args.out, "table.md"), "w").write(note + table)
+              open(os.path.join(args.out, "bench.json"), "w"), indent=2)
+    open(os.path.join(args.out, "bench.md"), "w").write(note + table)
     print(note + table)
-    if not args.workdir:
-        shutil.rmtree(work, ignore_errors=True)
+    if not keep_work:
+        shutil.rmtree(args.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def write_safetensors(path, tensors, metadata=None, dtype_names=None):
     dtype_names = dtype_names or {}
     header, chunks, offset = {}, [], 0
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr)  # (ascontiguousarray would make a scalar 1-D)
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         key = arr.dtype.str
         if key not in _NAMES and name not in dtype_names:

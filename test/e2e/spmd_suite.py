@@ -19,8 +19,12 @@ With --autodiff, the model is first differentiated (sbpc-opt
 --graph-autodiff): every parameter's gradient is an output too, and the
 backward ops are laid out, boxed and run like the forward ones.
 
+With --bundle DIR, every passing case is also compiled with --bundle-target
+(cuda) and exported into DIR with the CPU ranks' shards as its expected
+result (test/gpu/export.py), for a GPU machine to check.
+
 usage: spmd_suite.py --sbpc S --workdir W --model mlp|gpt [--autodiff] [--target cpu|cuda]
-           [--cases STRATEGY@MESH ...] [--random N --random-meshes MESH ...]
+           [--cases STRATEGY@MESH ...] [--random N --random-meshes MESH ...] [--bundle DIR]
 """
 import argparse
 import json
@@ -36,6 +40,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from npy_tools import random_gpt_params, write_safetensors  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
+from export import export_case  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=8, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
@@ -120,6 +126,17 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
     sent = max((m["comm_bytes"] for m in measured), default=0)
     if problems:
         return "FAIL", "; ".join(problems)
+    if args.bundle:
+        device = out + "-" + args.bundle_target
+        shutil.rmtree(device, ignore_errors=True)
+        compiled = sbpc(args, "compile", os.path.join(work, "model.mlir"), *compile_flags,
+                        "--target", args.bundle_target, "-o", device)
+        if compiled.returncode != 0:
+            return "FAIL", "compile --target " + args.bundle_target + ": " + compiled.stderr.strip()
+        export_case(args.bundle, f"{args.model}{'-grad' if args.autodiff else ''}-{name}", out,
+                    device, [("run", ["--params", os.path.join(work, "params.safetensors"),
+                                      *inputs])], args.rtol, sanitize=nranks == 1)
+        shutil.rmtree(device, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(res, ignore_errors=True)
     return "ok", f"max rel err {worst:.1e}, {len(report['boxings'])} boxings, " \
@@ -139,7 +156,12 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
                     help="what the ranks run on (cuda: the GPUs of this machine, shared if fewer)")
+    ap.add_argument("--bundle", help="also export every passing case into this GPU bundle "
+                    "directory (test/gpu/export.py)")
+    ap.add_argument("--bundle-target", choices=["cpu", "cuda"], default="cuda")
     args = ap.parse_args()
+    if args.bundle and args.target != "cpu":
+        sys.exit("spmd-suite: --bundle takes its expected shards from --target cpu")
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 2**31
     print(f"spmd-suite: {args.model}, seed {seed}")
     rng = np.random.default_rng(seed)

@@ -14,6 +14,10 @@ A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
 recompute=full trains with `--zero 2 --micro-batches 4 --recompute full`,
 still against the plain single-device reference.
 
+With --bundle DIR, steps 2 and 3 of every passing case are also compiled
+with --bundle-target (cuda) and exported into DIR with the CPU ranks'
+shards as their expected result (test/gpu/export.py).
+
 usage: train_suite.py --workdir W --model mlp|gpt [--optimizer adamw|sgd]
            [--lr X] [--momentum M] [--steps N] --cases STRATEGY@MESH[:OPTION=V...] ...
 """
@@ -28,9 +32,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from npy_tools import read_safetensors  # noqa: E402
 from models import fresh_workdir, generate, sbpc  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
+from export import export_case  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=4, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
+
+
+def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
+    """Exports steps 2 and 3 of a case into the GPU bundle: the state after
+    one and two steps (the CPU program's, so that the optimizer moments are
+    not zero) is each run's --params."""
+    device = cpu_program + "-" + args.bundle_target
+    sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
+         "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum", str(args.momentum),
+         "--eps", str(args.eps), *extra, "--target", args.bundle_target, "-o", device)
+    runs = []
+    for steps in (1, 2):
+        state = cpu_program + f"-after{steps}"
+        sbpc("run", cpu_program, "--params", path("p.safetensors"), *flags, "--steps", str(steps),
+             "--output-dir", state)
+        runs.append((f"step{steps + 1}", ["--params", os.path.join(state, "params.safetensors"),
+                                          *flags]))
+    export_case(args.bundle, f"train-{args.model}-{case.replace(':', '_')}", cpu_program, device,
+                runs, args.rtol)
 
 
 def main():
@@ -54,7 +79,12 @@ def main():
     ap.add_argument("--matrix", action="store_true",
                     help="run each case with every ZeRO stage (0-3), micro-batches 1 and 4 and "
                          "recomputation none and full")
+    ap.add_argument("--bundle", help="also export steps 2 and 3 of every passing case into "
+                    "this GPU bundle directory (test/gpu/export.py)")
+    ap.add_argument("--bundle-target", choices=["cpu", "cuda"], default="cuda")
     args = ap.parse_args()
+    if args.bundle and args.target != "cpu":
+        sys.exit("train-suite: --bundle takes its expected shards from --target cpu")
     if args.matrix:
         args.cases = [f"{case}:zero={z}:micro-batches={mb}:recompute={rc}" for case in args.cases
                       for z in range(4) for mb in (1, 4) for rc in ("none", "full")]
@@ -114,6 +144,12 @@ def main():
         if planned != measured:
             print(f"FAIL {case}: arena planned {planned} but measured {measured}")
             ok = False
+        if ok and args.bundle:
+            try:
+                export_steps(args, path, case, mesh, strategy, sum(extra, []), out, flags)
+            except RuntimeError as e:
+                print(f"FAIL {case}: bundle: {e}")
+                ok = False
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {case}: {len(params)} tensors, worst {worst} "
               f"{errors[worst]:.1e}; model state {state} B, arena {max(planned)} B per rank")

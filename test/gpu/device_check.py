@@ -1,0 +1,183 @@
+"""Checks a GPU bundle's cases on the machine that runs them (numpy only).
+
+For every case directory (test/gpu/export.py) and each of its runs: runs the
+device program's ranks (prog/launch.sh) on the run's inputs and checks,
+rank by rank, against what the CPU program of the same flags wrote:
+
+- every float shard to the case's rtol, relative to the largest magnitude
+  of that output over all ranks (max |a - b| / max |b|); integer shards
+  exactly; the same set of shards;
+- the bytes each rank sent (comm_bytes) and its arena peak
+  (arena_peak_bytes) exactly: the device runs the same plan.
+
+Cases marked "sanitize" (one rank) are also run under compute-sanitizer's
+memcheck, racecheck and initcheck when --sanitizer names it.
+
+Prints one line per case and a summary, writes --json, exits non-zero if
+any case failed.
+
+usage: device_check.py --cases DIR [--json FILE] [--sanitizer compute-sanitizer]
+                       [--filter SUBSTRING] [--keep DIR]
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def last_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    for line in lines:  # a rank's own report says most
+        if line.startswith("rank ") and " failed in " in line:
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def run_ranks(case_dir, args, output_dir, timeout):
+    """Runs the case's device program; None, or why it failed."""
+    os.makedirs(os.path.join(output_dir, ".shards"), exist_ok=True)
+    try:
+        done = subprocess.run([os.path.join(case_dir, "prog", "launch.sh"), *args,
+                               "--output-dir", output_dir, "--timeout", str(timeout)],
+                              cwd=case_dir, capture_output=True, text=True, timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        return f"the ranks did not finish in {timeout + 60} s"
+    if done.returncode != 0:
+        return f"exit {done.returncode}: {last_line(done.stdout + done.stderr)}"
+    return None
+
+
+def compare_run(expected_dir, actual_dir, rtol):
+    """(problems, worst relative error) of one run's shards and measurements."""
+    problems, worst = [], 0.0
+    expected = sorted(os.path.basename(p) for p in glob.glob(os.path.join(expected_dir, "*.npy")))
+    actual = sorted(os.path.basename(p) for p in glob.glob(os.path.join(actual_dir, "*.npy")))
+    if expected != actual:
+        missing = sorted(set(expected) - set(actual))
+        extra = sorted(set(actual) - set(expected))
+        problems.append(f"shards differ: missing {missing[:3]}, unexpected {extra[:3]}")
+    outputs = {}
+    for name in expected:
+        if name in actual:
+            outputs.setdefault(name.rsplit(".rank", 1)[0], []).append(name)
+    for output, files in sorted(outputs.items()):
+        pairs = [(np.load(os.path.join(expected_dir, f)), np.load(os.path.join(actual_dir, f)))
+                 for f in files]
+        for (e, a), f in zip(pairs, files):
+            if e.shape != a.shape or e.dtype != a.dtype:
+                problems.append(f"{f}: {a.dtype}{list(a.shape)} where the CPU wrote "
+                                f"{e.dtype}{list(e.shape)}")
+        pairs = [(e, a) for e, a in pairs if e.shape == a.shape and e.dtype == a.dtype]
+        if not pairs:
+            continue
+        if not np.issubdtype(pairs[0][0].dtype, np.floating):
+            if any(not np.array_equal(e, a) for e, a in pairs):
+                problems.append(f"{output}: integers differ")
+            continue
+        scale = max(float(np.max(np.abs(e))) if e.size else 0.0 for e, _ in pairs)
+        diff = max(float(np.max(np.abs(a.astype(np.float64) - e))) if e.size else 0.0
+                   for e, a in pairs)
+        if not all(np.all(np.isfinite(a)) for _, a in pairs):
+            problems.append(f"{output}: not finite")
+            continue
+        err = diff / max(scale, 1e-30)
+        worst = max(worst, err)
+        if not err <= rtol:
+            problems.append(f"{output}: relative error {err:.2e} > {rtol:g}")
+    for path in sorted(glob.glob(os.path.join(expected_dir, "rank*.json"))):
+        rank = os.path.basename(path)
+        planned = json.load(open(path))
+        try:
+            measured = json.load(open(os.path.join(actual_dir, rank)))
+        except (OSError, ValueError):
+            problems.append(f"{rank}: not written")
+            continue
+        for key in ("comm_bytes", "arena_peak_bytes"):
+            if measured.get(key) != planned.get(key):
+                problems.append(f"{rank}: {key} {measured.get(key)}, the CPU's {planned.get(key)}")
+    return problems, worst
+
+
+def sanitize(case_dir, run, sanitizer, tool, work):
+    """None, or what compute-sanitizer's `tool` found on rank 0."""
+    out = os.path.join(work, "sanitize-" + tool)
+    os.makedirs(os.path.join(out, ".shards"), exist_ok=True)
+    done = subprocess.run([sanitizer, "--error-exitcode", "1", "--tool", tool,
+                           os.path.join(case_dir, "prog", "bin", "rank0"), *run["args"],
+                           "--output-dir", out], cwd=case_dir, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"{tool}: {last_line(done.stdout + done.stderr)}"
+    return None
+
+
+def check_case(case_dir, args):
+    case = json.load(open(os.path.join(case_dir, "case.json")))
+    problems, worst, start = [], 0.0, time.time()
+    with tempfile.TemporaryDirectory(dir=args.keep) as work:
+        for run in case["runs"]:
+            out = os.path.join(work, run["name"])
+            failure = run_ranks(case_dir, run["args"], out, args.timeout)
+            if failure:
+                problems.append(f"{run['name']}: {failure}")
+                continue
+            found, err = compare_run(os.path.join(case_dir, "expected", run["name"]),
+                                     os.path.join(out, ".shards"), case["rtol"])
+            problems += [f"{run['name']}: {p}" for p in found]
+            worst = max(worst, err)
+        tools = []
+        if case.get("sanitize") and args.sanitizer:
+            for tool in ("memcheck", "racecheck", "initcheck"):
+                found = sanitize(case_dir, case["runs"][0], args.sanitizer, tool, work)
+                if found:
+                    problems.append(found)
+                tools.append(tool)
+        if problems and args.keep:
+            kept = os.path.join(args.keep, case["name"])
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(work, kept)
+    return {"name": case["name"], "ok": not problems, "problems": problems,
+            "max_rel_err": worst, "rtol": case["rtol"], "runs": len(case["runs"]),
+            "sanitized": tools, "seconds": round(time.time() - start, 2)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", required=True, help="the bundle's cases directory")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--sanitizer", help="compute-sanitizer, to run the one-rank cases under")
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
+    ap.add_argument("--keep", help="keep the outputs of failing cases here")
+    args = ap.parse_args()
+    cases = sorted(d for d in glob.glob(os.path.join(args.cases, "*"))
+                   if os.path.exists(os.path.join(d, "case.json")) and args.filter in d)
+    if not cases:
+        sys.exit(f"device-check: no cases in {args.cases}")
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    results = []
+    for case_dir in cases:
+        result = check_case(case_dir, args)
+        results.append(result)
+        detail = "; ".join(result["problems"][:4]) if result["problems"] else \
+            f"max rel err {result['max_rel_err']:.1e} over {result['runs']} run(s)" + \
+            (", " + "/".join(result["sanitized"]) + " clean" if result["sanitized"] else "")
+        print(f"{'ok  ' if result['ok'] else 'FAIL'} {result['name']}: {detail}", flush=True)
+    failed = sum(not r["ok"] for r in results)
+    print(f"device-check: {len(results) - failed} ok, {failed} failed")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cases": results, "ok": len(results) - failed, "failed": failed}, f,
+                      indent=1)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""One case of a GPU bundle (test/gpu/bundle.py): a program compiled for the
+device, its inputs, and what the same program compiled for the CPU wrote.
+
+The CPU and the device program come from the same `sbpc compile` flags, so
+they are the same exec program: rank by rank, they must write the same
+shards and send the same bytes. The suites that export cases have already
+checked the CPU program against the reference evaluator (or single-device
+training), so a device that matches the CPU shards matches the reference.
+
+A case directory holds:
+  prog/                 the device program (sbpc compile -o), sources kept
+  inputs/RUN-FILE       every file a run reads
+  expected/RUN/         the CPU ranks' shards (NAME.rankR.npy) and rankR.json
+  case.json             {"name", "rtol", "sanitize", "runs": [{"name", "args"}]}
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+
+def _localize(args, run, inputs_dir):
+    """The run's arguments with every file copied into inputs/ and named
+    relative to the case directory."""
+    out, i = [], 0
+    while i < len(args):
+        flag = args[i]
+        if flag in ("--params", "--input") and i + 1 < len(args):
+            value = args[i + 1]
+            name, path = value.split("=", 1) if flag == "--input" else (None, value)
+            local = f"{run}-{os.path.basename(path)}"
+            shutil.copyfile(path, os.path.join(inputs_dir, local))
+            rel = os.path.join("inputs", local)
+            out += [flag, f"{name}={rel}" if name else rel]
+            i += 2
+        else:
+            out.append(flag)
+            i += 1
+    return out
+
+
+def _run_ranks(program, args, cwd, output_dir):
+    """Runs a compiled program's launch.sh; its shards land in output_dir/.shards."""
+    os.makedirs(os.path.join(output_dir, ".shards"), exist_ok=True)
+    done = subprocess.run([os.path.join(program, "launch.sh"), *args, "--output-dir", output_dir,
+                           "--timeout", "300"], cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = (done.stdout + done.stderr).strip().splitlines() or ["?"]
+        raise RuntimeError(f"{program}: launch.sh failed: {lines[-1]}")
+
+
+def export_case(bundle, name, cpu_program, device_program, runs, rtol, sanitize=False):
+    """Writes bundle/name from a CPU-compiled and a device-compiled program
+    of the same flags; `runs` is [(run name, launch arguments)] with paths
+    as the caller has them."""
+    case = os.path.join(bundle, name)
+    shutil.rmtree(case, ignore_errors=True)
+    os.makedirs(os.path.join(case, "inputs"))
+    shutil.copytree(device_program, os.path.join(case, "prog"), symlinks=True)
+    described = []
+    for run, args in runs:
+        local = _localize(args, run, os.path.join(case, "inputs"))
+        expected = os.path.join(case, "expected", run)
+        with tempfile.TemporaryDirectory() as tmp:
+            _run_ranks(cpu_program, local, case, tmp)
+            shutil.copytree(os.path.join(tmp, ".shards"), expected)
+        described.append({"name": run, "args": local})
+    with open(os.path.join(case, "case.json"), "w") as f:
+        json.dump({"name": name, "rtol": rtol, "sanitize": sanitize, "runs": described}, f,
+                  indent=1)

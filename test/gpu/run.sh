@@ -1,0 +1,87 @@
+#!/bin/bash
+# Runs a GPU bundle (test/gpu/bundle.py) on this machine: the equality cases
+# (device_check.py, compute-sanitizer on the one-rank ones when it is
+# there), then the benchmark (run.py --programs). Needs only the GPU's
+# driver, cuBLAS and NCCL (the CUDA toolkit's, or Python's nvidia-*
+# packages'), Python with numpy, and MPI (the bundle's own when it carries
+# one); PyTorch for the benchmark's PyTorch columns.
+#
+#   run.sh [--no-check] [--no-bench] [--bench-args "..."] [OUTPUT_DIR]
+#
+# OUTPUT_DIR (default: results/ beside this script) receives check.json,
+# check.log, bench.json, bench.md and env.txt.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+check=1 bench=1 bench_args="" out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-check) check=0 ;;
+    --no-bench) bench=0 ;;
+    --bench-args) bench_args=$2; shift ;;
+    -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    *) out=$1 ;;
+  esac
+  shift
+done
+out=${out:-$here/results}
+mkdir -p "$out" || exit 1
+python=${PYTHON:-python3}
+
+if [ -d "$here/mpi" ]; then
+  # The carried Open MPI, moved from prefix /usr to here.
+  prefix=$here/mpi/usr
+  export PATH=$prefix/bin:$PATH
+  export LD_LIBRARY_PATH=$here/mpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export OPAL_PREFIX=$prefix OPAL_SYSCONFDIR=$here/mpi/etc/openmpi
+  export OMPI_MCA_mca_base_component_path=$prefix/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
+  export PMIX_PREFIX=$prefix/lib/x86_64-linux-gnu/pmix2
+  export PMIX_MCA_mca_base_component_path=$PMIX_PREFIX/lib/pmix
+fi
+# cuBLAS and NCCL where the toolkit or Python's nvidia-* packages put them.
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib $("$python" - 2>/dev/null <<'EOF'
+import glob, os
+try:
+    import nvidia
+    for root in nvidia.__path__:
+        for lib in sorted(glob.glob(os.path.join(root, "*", "lib"))):
+            print(lib)
+except ImportError:
+    pass
+EOF
+); do
+  [ -d "$dir" ] && LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir
+done
+export LD_LIBRARY_PATH
+
+{
+  echo "bundle: $(cat "$here/bundle.json" | tr -d '\n')"
+  echo "host: $(uname -srm)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -1))"
+  echo "python: $("$python" -c 'import sys, numpy; print(sys.version.split()[0], "numpy", numpy.__version__)' 2>&1)"
+} > "$out/env.txt"
+cat "$out/env.txt"
+
+# A program that cannot start says why once, here, rather than in every case.
+first=$(ls -d "$here"/cases/*/prog/bin "$here"/bench/*/bin 2>/dev/null | head -1)
+if [ -n "$first" ]; then
+  missing=$(ldd "$first"/* 2>/dev/null | grep "not found" | sort -u)
+  if [ -n "$missing" ]; then
+    echo "run.sh: the programs cannot start here, libraries are missing:" >&2
+    echo "$missing" >&2
+    exit 1
+  fi
+fi
+
+status=0
+if [ $check = 1 ]; then
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  "$python" "$here/device_check.py" --cases "$here/cases" --json "$out/check.json" \
+    --keep "$out/failed" ${sanitizer:+--sanitizer "$sanitizer"} 2>&1 | tee "$out/check.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ $bench = 1 ] && [ -d "$here/bench" ]; then
+  # shellcheck disable=SC2086 # the options are words
+  "$python" "$here/run.py" --programs "$here/bench" --out "$out" $bench_args || status=1
+fi
+exit $status
