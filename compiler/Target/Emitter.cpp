@@ -226,6 +226,21 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::FusedOp o) { return emitFused(o); })
+      .Case([&](ex::SoftmaxOp o) {
+        line(llvm::formatv("kernels::scaledSoftmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
+                           o.getScale() ? ref(o.getScale()) : "nullptr",
+                           o.getCausal() ? "true" : "false", ref(o.getResult()),
+                           shape(o.getResult())));
+        return success();
+      })
+      .Case([&](ex::SoftmaxGradOp o) {
+        line(llvm::formatv("kernels::scaledSoftmaxGrad({0}, {1}, {2}, {3}, {4}, {5});",
+                           ref(o.getProbs()), ref(o.getGrad()),
+                           o.getScale() ? ref(o.getScale()) : "nullptr",
+                           o.getCausal() ? "true" : "false", ref(o.getResult()),
+                           shape(o.getResult())));
+        return success();
+      })
       .Case([&](ex::KeepOneOp o) {
         line(llvm::formatv("r.keepOne({0}, {1}, {2}, {3});", o.getAxis(), ref(o.getInput()),
                            elements(o.getInput()), ref(o.getResult())));

@@ -76,12 +76,111 @@ void fuse(ArrayRef<Operation *> chain) {
     op->erase();
 }
 
+/// `value`, when one op uses it and `op` made it in `block`.
+template <typename OpTy> OpTy soleProducer(Value value, Block *block) {
+  auto op = value.getDefiningOp<OpTy>();
+  return op && op->getBlock() == block && value.hasOneUse() ? op : OpTy();
+}
+
+/// `mul`'s operand that is not the 0-d scale, and the scale, when it
+/// multiplies by a scalar.
+std::optional<std::pair<Value, Value>> scaledOperand(graph::MulOp mul) {
+  auto isScalar = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank() == 0; };
+  if (isScalar(mul.getRhs()) && mul.getLhs().getType() == mul.getResult().getType())
+    return std::make_pair(mul.getLhs(), mul.getRhs());
+  if (isScalar(mul.getLhs()) && mul.getRhs().getType() == mul.getResult().getType())
+    return std::make_pair(mul.getRhs(), mul.getLhs());
+  return std::nullopt;
+}
+
+bool overLastAxis(Value value, int64_t axis) {
+  return axis == cast<RankedTensorType>(value.getType()).getRank() - 1;
+}
+
+/// softmax(causal_mask(x * s)) over the last axis, with the mask or the
+/// scale or both, into exec.softmax. The intermediates must have no other
+/// use.
+void fuseSoftmax(graph::SoftmaxOp softmax) {
+  if (!overLastAxis(softmax.getInput(), softmax.getAxis()))
+    return;
+  Block *block = softmax->getBlock();
+  SmallVector<Operation *> gone;
+  Value input = softmax.getInput(), scale;
+  auto mask = soleProducer<graph::CausalMaskOp>(input, block);
+  if (mask) {
+    gone.push_back(mask);
+    input = mask.getInput();
+  }
+  if (auto mul = soleProducer<graph::MulOp>(input, block))
+    if (auto scaled = scaledOperand(mul)) {
+      gone.push_back(mul);
+      std::tie(input, scale) = *scaled;
+    }
+  if (gone.empty())
+    return;
+  OpBuilder b(softmax);
+  auto fused = b.create<exec::SoftmaxOp>(softmax.getLoc(), softmax.getType(), input, scale,
+                                         static_cast<bool>(mask));
+  fused->setDiscardableAttrs(softmax->getDiscardableAttrDictionary());
+  softmax.getResult().replaceAllUsesWith(fused.getResult());
+  softmax->erase();
+  for (Operation *op : gone)
+    op->erase();
+}
+
+/// The gradient chain ending at `root`: softmax_grad over the last axis,
+/// then causal_mask_grad, then a mul by a scalar scale (the mask or the
+/// mul or both), into exec.softmax_grad. Returns the ops it erased (none
+/// when it fused nothing).
+SmallVector<Operation *> fuseSoftmaxGrad(Operation *root) {
+  Block *block = root->getBlock();
+  SmallVector<Operation *> chain = {root};
+  Value value = root->getResult(0), scale;
+  if (auto mul = dyn_cast<graph::MulOp>(root)) {
+    auto scaled = scaledOperand(mul);
+    if (!scaled)
+      return {};
+    std::tie(value, scale) = *scaled;
+  }
+  auto maskGrad = dyn_cast<graph::CausalMaskGradOp>(root);
+  if (!maskGrad && (maskGrad = soleProducer<graph::CausalMaskGradOp>(value, block)))
+    chain.push_back(maskGrad);
+  Value grad = maskGrad ? maskGrad.getGrad() : value;
+  auto softmaxGrad = soleProducer<graph::SoftmaxGradOp>(grad, block);
+  if (!softmaxGrad || !overLastAxis(grad, softmaxGrad.getAxis()))
+    return {};
+  chain.push_back(softmaxGrad);
+  OpBuilder b(root);
+  auto fused = b.create<exec::SoftmaxGradOp>(root->getLoc(), softmaxGrad.getType(),
+                                             softmaxGrad.getOutput(), softmaxGrad.getGrad(),
+                                             scale, static_cast<bool>(maskGrad));
+  fused->setDiscardableAttrs(root->getDiscardableAttrDictionary());
+  root->getResult(0).replaceAllUsesWith(fused.getResult());
+  for (Operation *op : chain)
+    op->erase();
+  return chain;
+}
+
 class ExecFusePass : public exec::impl::ExecFuseBase<ExecFusePass> {
 public:
   void runOnOperation() override {
     for (auto program : getOperation().getOps<func::FuncOp>()) {
       if (!exec::isProgram(program))
         continue;
+      // Softmax first: its scale's mul is elementwise too.
+      SmallVector<graph::SoftmaxOp> softmaxes(program.getOps<graph::SoftmaxOp>());
+      for (graph::SoftmaxOp softmax : softmaxes)
+        fuseSoftmax(softmax);
+      SmallVector<Operation *> gradRoots;
+      for (Operation &op : program.getBody().front())
+        if (isa<graph::MulOp, graph::CausalMaskGradOp>(op))
+          gradRoots.push_back(&op);
+      // From the end: a mul after a mask gradient is the longer chain.
+      llvm::DenseSet<Operation *> erased;
+      for (Operation *root : llvm::reverse(gradRoots))
+        if (!erased.contains(root))
+          for (Operation *op : fuseSoftmaxGrad(root))
+            erased.insert(op);
       // Roots from the end, so that each chain is as long as it can be.
       SmallVector<Operation *> ops;
       for (Operation &op : program.getBody().front())

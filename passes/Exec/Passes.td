@@ -25,9 +25,15 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
 }
 
 def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
-  let summary = "groups elementwise chains into exec.fused ops";
+  let summary = "groups elementwise chains into exec.fused ops, attention's softmax into exec.softmax";
   let description = [{
-    In each exec program, an elementwise graph op (neg, exp, log, tanh,
+    In each exec program, first: a `graph.softmax` over the last axis whose
+    input is a `graph.causal_mask` or a `graph.mul` by a 0-d scale, or a
+    mask of such a mul, each used only there, becomes one `exec.softmax`;
+    `graph.softmax_grad` over the last axis followed by
+    `graph.causal_mask_grad` or a mul by a scale or both becomes one
+    `exec.softmax_grad`. Attention's scores are then read once and written
+    once each way instead of three times. Then an elementwise graph op (neg, exp, log, tanh,
     sqrt, rsqrt, relu, gelu, add, sub, mul, div, relu_grad, gelu_grad)
     whose result feeds only one other elementwise op, with the same type,
     joins that op's chain; each chain of two or more ops becomes one

@@ -123,23 +123,43 @@ static void forEachLine(const Shape &shape, int64_t axis, Visit visit) {
       visit(o * width * inner + i, inner);
 }
 
+/// Softmax (log-softmax) of the `width` elements of `x`, `stride` apart, into `y`.
+static void softmaxLine(const float *x, float *y, int64_t width, int64_t stride,
+                        bool logSoftmax) {
+  float maxValue = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < width; ++j)
+    maxValue = std::max(maxValue, x[j * stride]);
+  double sum = 0.0;
+  for (int64_t j = 0; j < width; ++j)
+    sum += std::exp(static_cast<double>(x[j * stride]) - maxValue);
+  double logSum = std::log(sum);
+  for (int64_t j = 0; j < width; ++j) {
+    double shifted = static_cast<double>(x[j * stride]) - maxValue;
+    y[j * stride] = static_cast<float>(logSoftmax ? shifted - logSum : std::exp(shifted) / sum);
+  }
+}
+
 void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax) {
   int64_t width = shape[axis];
   forEachLine(shape, axis, [&](int64_t offset, int64_t stride) {
-    const float *x = in + offset;
-    float *y = out + offset;
-    float maxValue = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < width; ++j)
-      maxValue = std::max(maxValue, x[j * stride]);
-    double sum = 0.0;
-    for (int64_t j = 0; j < width; ++j)
-      sum += std::exp(static_cast<double>(x[j * stride]) - maxValue);
-    double logSum = std::log(sum);
-    for (int64_t j = 0; j < width; ++j) {
-      double shifted = static_cast<double>(x[j * stride]) - maxValue;
-      y[j * stride] = static_cast<float>(logSoftmax ? shifted - logSum : std::exp(shifted) / sum);
-    }
+    softmaxLine(in + offset, out + offset, width, stride, logSoftmax);
   });
+}
+
+void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+                   const Shape &shape) {
+  int64_t width = shape.back(), rows = width ? numElements(shape) / width : 0;
+  std::vector<float> row(width);
+  for (int64_t r = 0; r < rows; ++r) {
+    // Row r is query r % width of its block: keys after it are masked.
+    for (int64_t j = 0; j < width; ++j) {
+      float x = in[r * width + j];
+      row[j] = causal && j > r % width ? -std::numeric_limits<float>::infinity()
+               : scale                  ? x * *scale
+                                        : x;
+    }
+    softmaxLine(row.data(), out + r * width, width, 1, /*logSoftmax=*/false);
+  }
 }
 
 void layerNorm(const float *in, const float *scale, const float *bias, float *out, int64_t rows,
@@ -265,6 +285,20 @@ void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape,
       dx[at] = static_cast<float>(y[at] * (dy[at] - dot));
     }
   });
+}
+
+void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
+                       float *dx, const Shape &shape) {
+  softmaxGrad(y, dy, dx, shape, static_cast<int64_t>(shape.size()) - 1);
+  int64_t width = shape.back(), rows = width ? numElements(shape) / width : 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j) {
+      float &g = dx[r * width + j];
+      if (causal && j > r % width)
+        g = 0.0f;
+      if (scale)
+        g *= *scale;
+    }
 }
 
 void layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dscale,

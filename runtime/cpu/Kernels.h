@@ -67,6 +67,16 @@ void reluGrad(const float *x, const float *dy, float *dx, int64_t n);
 void geluGrad(const float *x, const float *dy, float *dx, int64_t n);
 /// With y = softmax(x) along `axis`: dx = y * (dy - sum(dy * y, axis)).
 void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis);
+
+/// exec.softmax: softmax over the last axis of causal_mask(in * *scale),
+/// the mask when `causal`, the scale when not null; rounds as the three
+/// ops do one after the other.
+void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+                   const Shape &shape);
+/// exec.softmax_grad: softmaxGrad over the last axis, then 0 above the
+/// diagonal when `causal`, then times *scale when not null.
+void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
+                       float *dx, const Shape &shape);
 /// Gradients of layer norm over `rows` rows of `width`; dscale and dbias sum over rows.
 void layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dscale,
                    float *dbias, int64_t rows, int64_t width, float eps);

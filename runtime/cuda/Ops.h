@@ -54,6 +54,10 @@ bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int
 void reluGrad(const float *x, const float *dy, float *dx, int64_t n);
 void geluGrad(const float *x, const float *dy, float *dx, int64_t n);
 void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis);
+void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+                   const Shape &shape);
+void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
+                       float *dx, const Shape &shape);
 void layerNormGradOp(const float *x, const float *scale, const float *dy, float *dx,
                      float *dscale, float *dbias, const Shape &shape, float eps);
 bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,

@@ -102,6 +102,53 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, in
   }
 }
 
+/// exec.softmax: row blockIdx.x of `width`, scaled, masked after its
+/// diagonal (row r is query r % width of its block) and softmaxed, reading
+/// only the keys it keeps (the sums gain exact zeros from the rest, so the
+/// bits are softmaxKernel's on the masked scores).
+__global__ void scaledSoftmaxKernel(const float *in, const float *scale, bool causal, float *out,
+                                    int64_t width) {
+  __shared__ float maxes[kRowThreads / 32];
+  __shared__ double sums[kRowThreads / 32];
+  int64_t row = blockIdx.x;
+  const float *x = in + row * width;
+  float *y = out + row * width;
+  int64_t kept = causal ? row % width + 1 : width;
+  float s = scale ? *scale : 1.0f;
+  auto value = [&](int64_t j) { return scale ? x[j] * s : x[j]; };
+  float best = -INFINITY;
+  for (int64_t j = threadIdx.x; j < kept; j += blockDim.x)
+    best = fmaxf(best, value(j));
+  best = blockReduce(best, maxes, Max());
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < kept; j += blockDim.x)
+    sum += exp(static_cast<double>(value(j)) - best);
+  sum = blockReduce(sum, sums, Sum());
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+    y[j] = j < kept ? static_cast<float>(exp(static_cast<double>(value(j)) - best) / sum) : 0.0f;
+}
+
+/// exec.softmax_grad: softmaxGradKernel's value on row blockIdx.x, then 0
+/// after the diagonal, then times the scale.
+__global__ void scaledSoftmaxGradKernel(const float *y, const float *dy, const float *scale,
+                                        bool causal, float *dx, int64_t width) {
+  __shared__ double sums[kRowThreads / 32];
+  int64_t row = blockIdx.x, offset = row * width;
+  int64_t kept = causal ? row % width + 1 : width;
+  double dot = 0.0;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+    dot += static_cast<double>(dy[offset + j]) * y[offset + j];
+  dot = blockReduce(dot, sums, Sum());
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    float g = static_cast<float>(y[offset + j] * (dy[offset + j] - dot));
+    if (j >= kept)
+      g = 0.0f;
+    if (scale)
+      g *= *scale;
+    dx[offset + j] = g;
+  }
+}
+
 /// Mean and 1 / sqrt(variance + eps) of row `x` of `width`, on every thread.
 __device__ void rowMoments(const float *x, int64_t width, float eps, double *shared, double &mean,
                            double &rstd) {
@@ -307,6 +354,24 @@ void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape,
   if (lines == 0)
     return;
   softmaxGradKernel<<<lines, kRowThreads, 0, stream()>>>(y, dy, dx, width, inner);
+  launched("softmax gradient");
+}
+
+void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+                   const Shape &shape) {
+  int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
+  if (rows == 0)
+    return;
+  scaledSoftmaxKernel<<<rows, kRowThreads, 0, stream()>>>(in, scale, causal, out, width);
+  launched("softmax");
+}
+
+void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
+                       float *dx, const Shape &shape) {
+  int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
+  if (rows == 0)
+    return;
+  scaledSoftmaxGradKernel<<<rows, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, width);
   launched("softmax gradient");
 }
 

@@ -251,5 +251,24 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+/// exec.softmax and exec.softmax_grad: scores of rank 1 or more, a causal
+/// mask on square trailing dimensions.
+static LogicalResult verifyScores(Operation *op, RankedTensorType type, bool causal) {
+  auto shape = type.getShape();
+  if (shape.empty())
+    return op->emitOpError() << "needs scores of rank 1 or more, got " << type;
+  if (causal && (shape.size() < 2 || shape[shape.size() - 1] != shape[shape.size() - 2]))
+    return op->emitOpError() << "with causal needs square trailing dimensions, got " << type;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyScores(*this, getInput().getType(), getCausal());
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  return verifyScores(*this, getProbs().getType(), getCausal());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Exec/IR/ExecOps.cpp.inc"

@@ -233,6 +233,51 @@ def Exec_FusedOp : Exec_Op<"fused", [IsolatedFromAbove]> {
   let hasVerifier = 1;
 }
 
+def Exec_SoftmaxOp : Exec_Op<"softmax", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "scale, causal mask and softmax over the last axis in one pass (--exec-fuse)";
+  let description = [{
+    `softmax(causal_mask(input * scale))` over the last axis, where the
+    scale (a 0-d tensor) and the mask are each there when named: what
+    `graph.mul` by a scalar, `graph.causal_mask` and `graph.softmax` compute
+    one after the other, with the same rounding, reading the scores once
+    and writing the probabilities once. A masked position is exactly 0.
+
+    ```mlir
+    %p = exec.softmax %scores scale %s : tensor<f32> causal : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Exec_F32Tensor:$input, Optional<0DTensorOf<[F32]>>:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Exec_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input (`scale` $scale^ `:` type($scale))? (`causal` $causal^)? attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_SoftmaxGradOp
+    : Exec_Op<"softmax_grad", [Pure, AllTypesMatch<["probs", "grad", "result"]>]> {
+  let summary = "the gradient of exec.softmax in one pass (--exec-fuse)";
+  let description = [{
+    Given the probabilities `probs` and their gradient `grad`, the gradient
+    of the scores: `graph.softmax_grad` over the last axis, then
+    `graph.causal_mask_grad` (0 above the diagonal) and `graph.mul` by the
+    scale, each when named, with the same rounding as those ops.
+
+    ```mlir
+    %ds = exec.softmax_grad %p, %dp scale %s : tensor<f32> causal : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Exec_F32Tensor:$probs, Exec_F32Tensor:$grad,
+                       Optional<0DTensorOf<[F32]>>:$scale, UnitAttr:$causal);
+  let results = (outs Exec_F32Tensor:$result);
+  let assemblyFormat = [{
+    $probs `,` $grad (`scale` $scale^ `:` type($scale))? (`causal` $causal^)? attr-dict `:`
+    type($probs)
+  }];
+  let hasVerifier = 1;
+}
+
 def Exec_YieldOp : Exec_Op<"yield", [Terminator, HasParent<"FusedOp">]> {
   let summary = "the result of an exec.fused body";
   let arguments = (ins Exec_F32Tensor:$value);

@@ -141,3 +141,23 @@ func.func @p() {
   }
   return
 }
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @q() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  // expected-error @+1 {{'exec.softmax' op with causal needs square trailing dimensions, got 'tensor<4x8xf32>'}}
+  %y = exec.softmax %x causal : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @r() {
+  %x = exec.load "input" "x" global [] [B] : tensor<f32>
+  // expected-error @+1 {{'exec.softmax_grad' op needs scores of rank 1 or more, got 'tensor<f32>'}}
+  %y = exec.softmax_grad %x, %x : tensor<f32>
+  return
+}
