@@ -1,6 +1,7 @@
 // --exec-plan-memory: static first-fit placement of every local tensor in
 // one arena per rank.
 #include "dialects/Exec/IR/ExecOps.h"
+#include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Exec/Passes.h"
 #include "passes/Exec/ProgramInfo.h"
 
@@ -55,6 +56,22 @@ LogicalResult planProgram(func::FuncOp program) {
   llvm::DenseMap<Operation *, size_t> index;
   for (auto [i, op] : llvm::enumerate(body))
     index[&op] = i;
+  // A reshape's result is its input's bytes in the same order: it shares
+  // the input's place (no value is written after its op, so sharing is
+  // safe), and the place lives until the last use of any value in it.
+  llvm::DenseMap<Value, Value> owner;
+  llvm::DenseMap<Value, size_t> lastUse;
+  for (auto [i, op] : llvm::enumerate(body))
+    for (Value result : op.getResults()) {
+      Value place = result;
+      if (isa<sbpc::graph::ReshapeOp>(op))
+        place = owner.lookup(op.getOperand(0));
+      owner[result] = place;
+      size_t &last = lastUse[place];
+      last = std::max(last, i);
+      for (Operation *user : result.getUsers())
+        last = std::max(last, index.lookup(user));
+    }
   llvm::DenseMap<Value, uint64_t> offsets;
   std::vector<std::vector<Value>> dyingAfter(index.size());
   Arena arena;
@@ -62,13 +79,14 @@ LogicalResult planProgram(func::FuncOp program) {
   for (auto [i, op] : llvm::enumerate(body)) {
     SmallVector<int64_t> resultOffsets;
     for (Value result : op.getResults()) {
-      uint64_t offset = arena.place(valueBytes(result));
-      offsets[result] = offset;
-      resultOffsets.push_back(static_cast<int64_t>(offset));
-      size_t last = i;
-      for (Operation *user : result.getUsers())
-        last = std::max(last, index.lookup(user));
-      dyingAfter[last].push_back(result);
+      Value place = owner.lookup(result);
+      if (place == result) {
+        offsets[result] = arena.place(valueBytes(result));
+        dyingAfter[lastUse.lookup(result)].push_back(result);
+      } else {
+        offsets[result] = offsets.lookup(place);
+      }
+      resultOffsets.push_back(static_cast<int64_t>(offsets[result]));
     }
     if (!resultOffsets.empty())
       op.setAttr(kOffsets, b.getDenseI64ArrayAttr(resultOffsets));

@@ -12,7 +12,10 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
     it to its last use; the scratch memory a collective needs lives during
     that op only. Each is placed first-fit at the lowest offset (64-byte
     aligned) that overlaps nothing live at the same time; an op's results
-    never share memory with its operands. Sets `exec.offsets` (one per
+    never share memory with its operands, except a `graph.reshape`'s, which
+    takes its input's place (the same bytes in the same order; no value is
+    written after its op), the place then living until the last use of
+    either. Sets `exec.offsets` (one per
     result) and `exec.scratch_offset` on ops and `exec.arena_bytes` (the
     highest byte any of them reaches) on the program: the rank allocates
     exactly that, once.
