@@ -1,6 +1,7 @@
 // graph.matmul on cuBLAS: row-major C = op(A) op(B) is column-major
 // C^T = op(B)^T op(A)^T, so B goes first; batches are strided, a shared B
-// has stride 0. Full f32 (the handle is in pedantic math mode: no TF32).
+// has stride 0 (or, under an untransposed A, the batch is folded into A's
+// rows). Full f32 (the handle is in pedantic math mode: no TF32).
 #include "runtime/cuda/Context.h"
 #include "runtime/cpu/Ops.h"
 #include "runtime/cuda/Ops.h"
@@ -12,6 +13,12 @@ void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &
   auto [batch, m, n, k, sharedB] = cpu::matmulDims(aShape, bShape, cShape, transposeA);
   if (batch == 0 || m == 0 || n == 0)
     return;
+  // A batch of row-major m x k by one shared B is one (batch * m) x k
+  // GEMM: one larger product keeps more of the GPU busy than a batch.
+  if (sharedB && !transposeA && batch > 1) {
+    m *= batch;
+    batch = 1;
+  }
   if (k == 0) {
     check(cudaMemsetAsync(c, 0, batch * m * n * sizeof(float), context().stream), "matmul");
     return;

@@ -62,6 +62,12 @@ export LD_LIBRARY_PATH
 } > "$out/env.txt"
 cat "$out/env.txt"
 
+target=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["target"])' \
+  "$here/bundle.json")
+if [ "$target" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
+  echo "run.sh: no GPU here (nvidia-smi -L lists none), and this bundle's programs need one" >&2
+  exit 1
+fi
 # A program that cannot start says why once, here, rather than in every case.
 first=$(ls -d "$here"/cases/*/prog/bin "$here"/bench/*/bin 2>/dev/null | head -1)
 if [ -n "$first" ]; then
