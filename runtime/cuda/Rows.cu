@@ -48,6 +48,30 @@ __global__ void reduceKernel(ReduceKind kind, const float *in, float *out, Strid
     out[blockIdx.x] = static_cast<float>(kind == ReduceKind::Mean ? sum / reducedCount : sum);
 }
 
+/// One thread per output, its elements summed in order (the CPU's order):
+/// for many outputs of few elements each, as a weight's gradient summed
+/// over the batch ([8, 3072, 768] over its first axis is 2.4 million
+/// outputs of 8), where a block per output would leave nearly every thread
+/// idle. Consecutive outputs read consecutive addresses.
+__global__ void reduceOutputsKernel(ReduceKind kind, const float *in, float *out, Strided kept,
+                                    Strided reduced, int64_t outputs, int64_t reducedCount) {
+  SBPRT_FOR_EACH(o, outputs) {
+    int64_t base, at, unused;
+    kept.offsets(o, base, unused);
+    double sum = 0.0;
+    float best = -INFINITY;
+    for (int64_t j = 0; j < reducedCount; ++j) {
+      reduced.offsets(j, at, unused);
+      float x = in[base + at];
+      sum += x;
+      best = fmaxf(best, x);
+    }
+    out[o] = kind == ReduceKind::Max
+                 ? best
+                 : static_cast<float>(kind == ReduceKind::Mean ? sum / reducedCount : sum);
+  }
+}
+
 /// Line `blockIdx.x` of a tensor reduced along an axis of `width` with
 /// `inner` elements after it: offset and stride of its elements.
 __device__ void lineOf(int64_t line, int64_t width, int64_t inner, int64_t &offset,
@@ -331,11 +355,16 @@ void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vec
     kept.stride[0][d] = keptStrides[d];
   for (size_t d = 0; d < reducedShape.size(); ++d)
     along.stride[0][d] = reducedStrides[d];
-  int64_t outputs = elementsOf(keptShape);
+  int64_t outputs = elementsOf(keptShape), reducedCount = elementsOf(reducedShape);
   if (outputs == 0)
     return;
-  reduceKernel<<<outputs, kRowThreads, 0, stream()>>>(kind, in, out, kept, along,
-                                                      elementsOf(reducedShape));
+  // Enough outputs to fill the GPU a thread each, few elements each: a
+  // thread per output; else a block per output.
+  if (outputs >= 32768 && reducedCount <= 1024)
+    reduceOutputsKernel<<<blocksFor(outputs), kThreads, 0, stream()>>>(kind, in, out, kept, along,
+                                                                     outputs, reducedCount);
+  else
+    reduceKernel<<<outputs, kRowThreads, 0, stream()>>>(kind, in, out, kept, along, reducedCount);
   launched("reduce");
 }
 
