@@ -201,7 +201,7 @@ def torch_times(args, spec, train, weights, tokens, targets):
             step(fn)
         torch.cuda.synchronize()
         times = []
-        for _ in range(args.repeat - 1):
+        for _ in range(max(1, args.repeat - 1)):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             step(fn)
@@ -210,13 +210,18 @@ def torch_times(args, spec, train, weights, tokens, targets):
             times.append(start.elapsed_time(end) / 1e3)
         return statistics.median(times)
 
-    result = {"eager": timed(loss_of)}
+    result = {}
+    try:  # report, do not crash the benchmark (out of memory, say)
+        result["eager"] = timed(loss_of)
+    except Exception as e:  # noqa: BLE001
+        result["eager"] = "PyTorch eager failed: " + str(e).splitlines()[0][:80]
     try:
         result["compile"] = timed(torch.compile(loss_of))
     except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
         result["compile"] = "torch.compile failed: " + str(e).splitlines()[0][:80]
     # The next sbpc program runs in another process: give the memory back.
-    del params, optimizer
+    params.clear()
+    optimizer = None  # noqa: F841 - the closures' reference goes too
     torch.cuda.empty_cache()
     return result
 
@@ -256,6 +261,11 @@ def measure(args, peak, name):
             rec[f"torch_{k}_seconds" if isinstance(v, float) else f"torch_{k}_missing"] = v
         os.remove(params_path)
         records.append(rec)
+        # After each program: a run cut short keeps what it measured.
+        os.makedirs(args.out, exist_ok=True)
+        json.dump({"gpu": name, "date": datetime.date.today().isoformat(), "peak_tflops": peak,
+                   "records": records, "complete": False},
+                  open(os.path.join(args.out, "bench.json"), "w"), indent=2)
     return records
 
 
@@ -319,7 +329,8 @@ def main():
             f"median of {args.repeat - 1} runs after a warm-up; MFU against "
             f"{peak if peak else '?'} TFLOP/s.\n\n")
     os.makedirs(args.out, exist_ok=True)
-    json.dump({"gpu": name, "date": stamp, "peak_tflops": peak, "records": records},
+    json.dump({"gpu": name, "date": stamp, "peak_tflops": peak, "records": records,
+               "complete": True},
               open(os.path.join(args.out, "bench.json"), "w"), indent=2)
     open(os.path.join(args.out, "bench.md"), "w").write(note + table)
     print(note + table)

@@ -21,8 +21,9 @@ struct Context {
   cublasHandle_t blas = nullptr;
   /// SBPRT_CUDA_SYNC=1: wait after every op.
   bool syncEachOp = false;
-  /// Kernel workspace outside the arena (per-row statistics, staged ids),
-  /// grown on demand and kept; never more than a few bytes per row.
+  /// Kernel workspace outside the arena (per-row statistics, per-chunk
+  /// column sums, staged ids), grown on demand and kept: a few bytes per
+  /// row, up to 4 KiB per column.
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
 };

@@ -133,9 +133,12 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
                         "--target", args.bundle_target, "-o", device)
         if compiled.returncode != 0:
             return "FAIL", "compile --target " + args.bundle_target + ": " + compiled.stderr.strip()
-        export_case(args.bundle, f"{args.model}{'-grad' if args.autodiff else ''}-{name}", out,
-                    device, [("run", ["--params", os.path.join(work, "params.safetensors"),
-                                      *inputs])], args.rtol, sanitize=nranks == 1)
+        try:
+            export_case(args.bundle, f"{args.model}{'-grad' if args.autodiff else ''}-{name}",
+                        out, device, [("run", ["--params", os.path.join(work, "params.safetensors"),
+                                               *inputs])], args.rtol, sanitize=nranks == 1)
+        except RuntimeError as e:
+            return "FAIL", f"bundle: {e}"
         shutil.rmtree(device, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(res, ignore_errors=True)

@@ -146,8 +146,21 @@ def make_cases(args, out):
             f.write("$ " + " ".join(command) + "\n" + done.stdout + done.stderr)
         if done.returncode != 0:
             sys.exit(f"bundle: {suite} failed on the CPU, so no expected results "
-                     f"(see {os.path.join(out, 'make.log')}):\n" + done.stdout[-2000:])
+                     f"(see {os.path.join(out, 'make.log')}):\n" + done.stdout[-2000:] +
+                     done.stderr[-2000:])
     return sorted(os.listdir(cases))
+
+
+def cuda_version():
+    """The CUDA toolkit's release ("13.0") that nvcc reports, or None."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    try:
+        listed = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    found = [w.rstrip(",") for line in listed.splitlines() if "release" in line
+             for w in line.split() if w[:1].isdigit()]
+    return found[0] if found else None
 
 
 def main():
@@ -190,6 +203,7 @@ def main():
     with open(os.path.join(out, "bundle.json"), "w") as f:
         json.dump({"made": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                    "commit": commit or None, "target": args.target, "cuda_arch": args.cuda_arch,
+                   "cuda_version": cuda_version() if args.target == "cuda" else None,
                    "cases": cases, "bench_models": models, "carries_mpi": args.carry_mpi},
                   f, indent=1)
     shutil.rmtree(args.workdir, ignore_errors=True)

@@ -105,13 +105,17 @@ def compare_run(expected_dir, actual_dir, rtol):
     return problems, worst
 
 
-def sanitize(case_dir, run, sanitizer, tool, work):
+def sanitize(case_dir, run, sanitizer, tool, work, timeout):
     """None, or what compute-sanitizer's `tool` found on rank 0."""
     out = os.path.join(work, "sanitize-" + tool)
     os.makedirs(os.path.join(out, ".shards"), exist_ok=True)
-    done = subprocess.run([sanitizer, "--error-exitcode", "1", "--tool", tool,
-                           os.path.join(case_dir, "prog", "bin", "rank0"), *run["args"],
-                           "--output-dir", out], cwd=case_dir, capture_output=True, text=True)
+    try:
+        done = subprocess.run([sanitizer, "--error-exitcode", "1", "--tool", tool,
+                               os.path.join(case_dir, "prog", "bin", "rank0"), *run["args"],
+                               "--output-dir", out, "--timeout", str(timeout)],
+                              cwd=case_dir, capture_output=True, text=True, timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        return f"{tool}: did not finish in {timeout + 60} s"
     if done.returncode != 0:
         return f"{tool}: {last_line(done.stdout + done.stderr)}"
     return None
@@ -134,7 +138,8 @@ def check_case(case_dir, args):
         tools = []
         if case.get("sanitize") and args.sanitizer:
             for tool in ("memcheck", "racecheck", "initcheck"):
-                found = sanitize(case_dir, case["runs"][0], args.sanitizer, tool, work)
+                found = sanitize(case_dir, case["runs"][0], args.sanitizer, tool, work,
+                                 args.timeout)
                 if found:
                     problems.append(found)
                 tools.append(tool)
@@ -163,19 +168,24 @@ def main():
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     results = []
+
+    def write_json():
+        if args.json:
+            failed = sum(not r["ok"] for r in results)
+            with open(args.json, "w") as f:
+                json.dump({"cases": results, "ok": len(results) - failed, "failed": failed,
+                           "of": len(cases)}, f, indent=1)
+
     for case_dir in cases:
         result = check_case(case_dir, args)
         results.append(result)
+        write_json()  # after each case: a run cut short keeps what it checked
         detail = "; ".join(result["problems"][:4]) if result["problems"] else \
             f"max rel err {result['max_rel_err']:.1e} over {result['runs']} run(s)" + \
             (", " + "/".join(result["sanitized"]) + " clean" if result["sanitized"] else "")
         print(f"{'ok  ' if result['ok'] else 'FAIL'} {result['name']}: {detail}", flush=True)
     failed = sum(not r["ok"] for r in results)
     print(f"device-check: {len(results) - failed} ok, {failed} failed")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"cases": results, "ok": len(results) - failed, "failed": failed}, f,
-                      indent=1)
     sys.exit(1 if failed else 0)
 
 

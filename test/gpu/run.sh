@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-check) check=0 ;;
     --no-bench) bench=0 ;;
-    --bench-args) bench_args=$2; shift ;;
+    --bench-args) bench_args=${2:?run.sh: --bench-args needs a value}; shift ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) out=$1 ;;
   esac
@@ -67,6 +67,19 @@ target=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["tar
 if [ "$target" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
   echo "run.sh: no GPU here (nvidia-smi -L lists none), and this bundle's programs need one" >&2
   exit 1
+fi
+# The programs carry the CUDA runtime they were built with: the driver must
+# support that version (nvidia-smi's "CUDA Version").
+if [ "$target" = cuda ]; then
+  built=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("cuda_version") or "")' \
+    "$here/bundle.json")
+  driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+  if [ -n "$built" ] && [ -n "$driver" ] &&
+     ! "$python" -c 'import sys; v = lambda s: tuple(int(x) for x in s.split("."));
+sys.exit(v(sys.argv[1]) < v(sys.argv[2]))' "$driver" "$built"; then
+    echo "run.sh: the programs were built with CUDA $built, and this GPU's driver supports CUDA $driver at most" >&2
+    exit 1
+  fi
 fi
 # A program that cannot start says why once, here, rather than in every case.
 first=$(ls -d "$here"/cases/*/prog/bin "$here"/bench/*/bin 2>/dev/null | head -1)
