@@ -117,7 +117,8 @@ private:
     if (!offset || !call)
       return "nullptr";
     return llvm::formatv("r.at<void>({0}, {1})", offset.getInt(),
-                         sbprt::comm::scratchBytes(call->kind, call->input, call->groupSize))
+                         sbprt::comm::scratchBytes(call->kind, call->input, call->groupSize,
+                                                   call->dim))
         .str();
   }
   std::string elements(Value value) {

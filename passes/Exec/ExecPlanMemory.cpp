@@ -91,7 +91,8 @@ LogicalResult planProgram(func::FuncOp program) {
     if (!resultOffsets.empty())
       op.setAttr(kOffsets, b.getDenseI64ArrayAttr(resultOffsets));
     if (std::optional<CollectiveCall> call = collectiveCall(&op, *mesh)) {
-      uint64_t bytes = sbprt::comm::scratchBytes(call->kind, call->input, call->groupSize);
+      uint64_t bytes = sbprt::comm::scratchBytes(call->kind, call->input, call->groupSize,
+                                                  call->dim);
       if (bytes) {
         uint64_t offset = arena.place(bytes);
         op.setAttr(kScratchOffset, b.getI64IntegerAttr(static_cast<int64_t>(offset)));

@@ -18,17 +18,19 @@ size_t valueBytes(Value value) {
 }
 
 std::optional<CollectiveCall> collectiveCall(Operation *op, const sbprt::Mesh &mesh) {
-  auto call = [&](Kind kind, int64_t axis) -> std::optional<CollectiveCall> {
+  auto call = [&](Kind kind, int64_t axis, int64_t dim = 0) -> std::optional<CollectiveCall> {
     auto type = cast<RankedTensorType>(op->getOperand(0).getType());
     sbprt::comm::Local input{{type.getShape().begin(), type.getShape().end()},
                              static_cast<size_t>(type.getElementTypeBitWidth() / 8)};
-    return CollectiveCall{kind, static_cast<size_t>(axis), input, mesh.shape[axis]};
+    return CollectiveCall{kind, static_cast<size_t>(axis), input, mesh.shape[axis], dim};
   };
   return llvm::TypeSwitch<Operation *, std::optional<CollectiveCall>>(op)
       .Case([&](AllReduceOp o) { return call(Kind::AllReduce, o.getAxis()); })
-      .Case([&](AllGatherOp o) { return call(Kind::AllGather, o.getAxis()); })
-      .Case([&](ReduceScatterOp o) { return call(Kind::ReduceScatter, o.getAxis()); })
-      .Case([&](AllToAllOp o) { return call(Kind::AllToAll, o.getAxis()); })
+      .Case([&](AllGatherOp o) { return call(Kind::AllGather, o.getAxis(), o.getDim()); })
+      .Case([&](ReduceScatterOp o) {
+        return call(Kind::ReduceScatter, o.getAxis(), o.getDim());
+      })
+      .Case([&](AllToAllOp o) { return call(Kind::AllToAll, o.getAxis(), o.getSplitDim()); })
       .Case([&](BroadcastOp o) { return call(Kind::Broadcast, o.getAxis()); })
       .Default([](Operation *) { return std::nullopt; });
 }

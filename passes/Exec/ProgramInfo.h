@@ -17,6 +17,9 @@ struct CollectiveCall {
   size_t axis;
   sbprt::comm::Local input;
   int64_t groupSize;
+  /// The dimension gathered or scattered along (all-to-all: split); 0 for
+  /// all-reduce and broadcast.
+  int64_t dim;
 };
 
 /// The collective `op` performs, if it is one.

@@ -32,10 +32,16 @@ struct Local {
   size_t bytes() const { return static_cast<size_t>(elements()) * elementBytes; }
 };
 
+/// Product of the dimensions of `shape` before `dim`: 1 when the blocks
+/// along `dim` are contiguous.
+int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim);
+
 /// What `kind` on a group of `p` ranks needs as scratch memory, given the
-/// input's local shape `in` (the caller plans it in the arena and passes it
-/// in; collectives allocate nothing).
-size_t scratchBytes(Kind kind, const Local &in, int64_t p);
+/// input's local shape `in` and the dimension it gathers or scatters along
+/// (all-to-all: the one it splits; all-reduce and broadcast ignore it). The
+/// caller plans it in the arena and passes it in; collectives allocate
+/// nothing.
+size_t scratchBytes(Kind kind, const Local &in, int64_t p, int64_t dim);
 
 /// The bytes the rank at position `position` of a group of `p` sends for
 /// `kind` on input `in` (ring algorithms; a broadcast sends from the root

@@ -238,10 +238,12 @@ void MpiCommunicator::allGather(size_t axis, const void *in, const Local &inShap
     unpackBlock(blocks + c * bytes, outShape, inShape.elementBytes, dim, ring.p, c, out);
 }
 
-// Ring reduce-scatter over the input packed as p contiguous blocks: at step
-// s this rank passes on block (position - s - 1), reduced over s + 1 ranks,
-// and adds its own part to block (position - s - 2) as it arrives; block
-// `position` arrives last, in `out`.
+// Ring reduce-scatter over p blocks: at step s this rank passes on block
+// (position - s - 1), reduced over s + 1 ranks, and adds its own part to
+// block (position - s - 2) as it arrives; block `position` arrives last, in
+// `out`. Contiguous blocks (dim 0, or only 1s before it) are read where
+// they are and the travelling sum alternates between the scratch (one
+// block) and `out`; otherwise the input is first packed into the scratch.
 void MpiCommunicator::reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim,
                                     Reduce op, float *out, void *scratch) {
   const Ring ring = ringOf(axis);
@@ -250,10 +252,23 @@ void MpiCommunicator::reduceScatter(size_t axis, const float *in, const Local &i
     std::memcpy(out, in, inShape.bytes());
     return;
   }
+  size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  if (outerOf(inShape.shape, dim) == 1) {
+    float *sums[2] = {out, static_cast<float *>(scratch)};
+    // Step s receives into sums[(first + s) % 2]; the last one into out.
+    int64_t first = (p - 2) % 2;
+    const float *sending = in + ring.at(-1) * m;
+    for (int64_t s = 0; s + 1 < p; ++s) {
+      float *arrived = sums[(first + s) % 2];
+      ringStep(ring, sending, bytes, arrived, bytes);
+      combine(arrived, in + ring.at(-s - 2) * m, m, op);
+      sending = arrived;
+    }
+    return;
+  }
   float *blocks = static_cast<float *>(scratch);
   for (int64_t c = 0; c < p; ++c)
     packBlock(in, inShape.shape, sizeof(float), dim, p, c, blocks + c * m);
-  size_t bytes = static_cast<size_t>(m) * sizeof(float);
   for (int64_t s = 0; s + 1 < p; ++s) {
     float *arrived = blocks + ring.at(-s - 2) * m;
     ringStep(ring, blocks + ring.at(-s - 1) * m, bytes, out, bytes);

@@ -22,16 +22,26 @@ int64_t chunkSize(int64_t n, int64_t index, int64_t parts) {
 
 int64_t Local::elements() const { return numElements(shape); }
 
-size_t scratchBytes(Kind kind, const Local &in, int64_t p) {
+int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim && d < static_cast<int64_t>(shape.size()); ++d)
+    outer *= shape[d];
+  return outer;
+}
+
+size_t scratchBytes(Kind kind, const Local &in, int64_t p, int64_t dim) {
   if (p <= 1)
     return 0;
+  bool contiguous = outerOf(in.shape, dim) == 1;
   switch (kind) {
   case Kind::AllReduce: // one received chunk, the largest: ceil(n / p) elements
     return static_cast<size_t>((in.elements() + p - 1) / p) * in.elementBytes;
-  case Kind::AllGather: // the p gathered blocks, when dim > 0 interleaves them
-    return in.shape.size() > 1 ? static_cast<size_t>(p) * in.bytes() : 0;
-  case Kind::ReduceScatter: // the input packed as p blocks, reduced in place
-  case Kind::AllToAll:      // the input packed as p blocks to send
+  case Kind::AllGather: // the p gathered blocks, to interleave when not contiguous
+    return contiguous ? 0 : static_cast<size_t>(p) * in.bytes();
+  case Kind::ReduceScatter: // contiguous blocks: one block for the travelling sum;
+                            // else the input packed as p blocks, reduced in place
+    return contiguous ? in.bytes() / p : in.bytes();
+  case Kind::AllToAll: // the input packed as p blocks to send
     return in.bytes();
   case Kind::Broadcast:
     return 0;

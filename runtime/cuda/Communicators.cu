@@ -20,13 +20,7 @@ void check(ncclResult_t status, const char *what) {
     rank::failActive(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(status));
 }
 
-/// Product of the dimensions of `shape` before `dim`.
-int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim) {
-  int64_t outer = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  return outer;
-}
+using comm::outerOf;
 
 /// Moves the p parts of dimension `dim` of `in` (row-major, `outer` rows of
 /// p parts of `partBytes`) into p consecutive blocks of `dst`; or back, the
@@ -222,7 +216,7 @@ public:
 
   void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *) override {
     void *host = toHost(in_, data, in.bytes());
-    mpi_->allReduce(axis, static_cast<float *>(host), in, op, scratch(Kind::AllReduce, axis, in));
+    mpi_->allReduce(axis, static_cast<float *>(host), in, op, scratch(Kind::AllReduce, axis, in, 0));
     toDevice(data, host, in.bytes());
   }
   void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
@@ -230,7 +224,7 @@ public:
     size_t outBytes = inShape.bytes() * mesh_.shape[axis];
     void *host = toHost(in_, in, inShape.bytes());
     out_.resize(outBytes);
-    mpi_->allGather(axis, host, inShape, dim, out_.data(), scratch(Kind::AllGather, axis, inShape));
+    mpi_->allGather(axis, host, inShape, dim, out_.data(), scratch(Kind::AllGather, axis, inShape, dim));
     toDevice(out, out_.data(), outBytes);
   }
   void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
@@ -240,7 +234,7 @@ public:
     out_.resize(outBytes);
     mpi_->reduceScatter(axis, static_cast<const float *>(host), inShape, dim, op,
                         reinterpret_cast<float *>(out_.data()),
-                        scratch(Kind::ReduceScatter, axis, inShape));
+                        scratch(Kind::ReduceScatter, axis, inShape, dim));
     toDevice(out, out_.data(), outBytes);
   }
   void allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
@@ -248,12 +242,12 @@ public:
     void *host = toHost(in_, in, inShape.bytes());
     out_.resize(inShape.bytes());
     mpi_->allToAll(axis, host, inShape, splitDim, concatDim, out_.data(),
-                   scratch(Kind::AllToAll, axis, inShape));
+                   scratch(Kind::AllToAll, axis, inShape, splitDim));
     toDevice(out, out_.data(), inShape.bytes());
   }
   void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *) override {
     void *host = toHost(in_, data, in.bytes());
-    mpi_->broadcast(axis, host, in, root, scratch(Kind::Broadcast, axis, in));
+    mpi_->broadcast(axis, host, in, root, scratch(Kind::Broadcast, axis, in, 0));
     toDevice(data, host, in.bytes());
   }
   void send(int64_t peer, const void *data, size_t bytes, int tag) override {
@@ -284,8 +278,8 @@ private:
     check(cudaStreamSynchronize(stream_), "copying from the host after MPI");
     bytesSent_ = mpi_->bytesSent();
   }
-  void *scratch(Kind kind, size_t axis, const Local &in) {
-    scratch_.resize(comm::scratchBytes(kind, in, mesh_.shape[axis]));
+  void *scratch(Kind kind, size_t axis, const Local &in, int64_t dim) {
+    scratch_.resize(comm::scratchBytes(kind, in, mesh_.shape[axis], dim));
     return scratch_.data();
   }
 

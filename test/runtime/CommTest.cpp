@@ -92,7 +92,10 @@ public:
     comm::Local in{input.shape(), sizeof(float)};
     int64_t p = mesh.shape[axis], position = comm_.coordinate(axis);
     comm::Kind kind = kindOf(c);
-    GuardedBuffer scratch(comm::scratchBytes(kind, in, p));
+    int64_t dim = kind == comm::Kind::AllGather                                     ? c.hop.from.dim
+                  : kind == comm::Kind::ReduceScatter || kind == comm::Kind::AllToAll ? c.hop.to.dim
+                                                                                      : 0;
+    GuardedBuffer scratch(comm::scratchBytes(kind, in, p, dim));
     GuardedBuffer output(expected.numBytes());
     Tensor pristine = input;
     std::vector<int64_t> outShape = input.shape();
@@ -133,7 +136,7 @@ public:
       fail("sent " + std::to_string(sent) + " bytes, ringBytesSent says " +
            std::to_string(planned));
     if (!scratch.guardsIntact())
-      fail("wrote outside its " + std::to_string(comm::scratchBytes(kind, in, p)) +
+      fail("wrote outside its " + std::to_string(comm::scratchBytes(kind, in, p, dim)) +
            " scratch bytes");
     if (!output.guardsIntact())
       fail("wrote outside its output");
