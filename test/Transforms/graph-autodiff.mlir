@@ -25,6 +25,32 @@ func.func @linear(%x: tensor<4x3xf32> {graph.input = "x"},
 
 // -----
 
+// A weight shared by a batch: its gradient is one GEMM over every row of
+// the batch (the activations and their gradient seen as [rows, features]),
+// not a batched product summed over the batch afterwards; with the weight
+// used transposed, the product comes out transposed too.
+// CHECK-LABEL: func.func @batched
+// CHECK: %[[G:.*]] = graph.broadcast %{{.*}} -> tensor<2x4x2xf32>
+// CHECK-DAG: %[[X2:.*]] = graph.reshape %arg0 : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+// CHECK-DAG: %[[G2:.*]] = graph.reshape %[[G]] : (tensor<2x4x2xf32>) -> tensor<8x2xf32>
+// CHECK: %[[DV:.*]] = graph.matmul %[[G2]], %[[X2]] transpose_lhs : (tensor<8x2xf32>, tensor<8x3xf32>) -> tensor<2x3xf32>
+// CHECK-DAG: %[[X3:.*]] = graph.reshape %arg0 : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+// CHECK-DAG: %[[G3:.*]] = graph.reshape %[[G]] : (tensor<2x4x2xf32>) -> tensor<8x2xf32>
+// CHECK: %[[DW:.*]] = graph.matmul %[[X3]], %[[G3]] transpose_lhs : (tensor<8x3xf32>, tensor<8x2xf32>) -> tensor<3x2xf32>
+// CHECK-NOT: graph.reduce_sum {{.*}} dims [0] :
+// CHECK: return %{{.*}}, %[[DW]], %[[DV]]
+func.func @batched(%x: tensor<2x4x3xf32> {graph.input = "x"},
+                   %w: tensor<3x2xf32> {graph.param = "w"},
+                   %v: tensor<2x3xf32> {graph.param = "v"}) -> (tensor<f32> {graph.output = "loss"}) {
+  %y = graph.matmul %x, %w : (tensor<2x4x3xf32>, tensor<3x2xf32>) -> tensor<2x4x2xf32>
+  %z = graph.matmul %x, %v transpose_rhs : (tensor<2x4x3xf32>, tensor<2x3xf32>) -> tensor<2x4x2xf32>
+  %s = graph.add %y, %z : (tensor<2x4x2xf32>, tensor<2x4x2xf32>) -> tensor<2x4x2xf32>
+  %l = graph.reduce_sum %s dims [0, 1, 2] : (tensor<2x4x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A parameter the loss does not depend on gets zeros; a stored shape
 // shapes the gradient.
 // CHECK-LABEL: func.func @unused

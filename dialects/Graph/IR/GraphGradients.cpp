@@ -199,9 +199,27 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy,
     da = matmul(left, c, tb, true);
   }
   // dB: [.., K, N] (no tb) = A'^T dC; [.., N, K] (tb) = dC^T A'.
-  Value db = !tb ? matmul(a, c, !ta, false) : matmul(c, a, true, ta);
-  if (shared)
-    db = sumBatch(b, loc, db, bType);
+  Value db;
+  if (shared && !ta) {
+    // Summed over the batch, a shared B's gradient is one GEMM over every
+    // row of the batch: A as [rows, K] and dC as [rows, N] (reshapes take
+    // no memory), not a batch of products summed after (for a language
+    // model's head, [batch, vocab, hidden] floats in between).
+    auto rowsOf = [&](Value v) {
+      ArrayRef<int64_t> shape = typeOf(v).getShape();
+      int64_t rows = 1;
+      for (int64_t d : shape.drop_back())
+        rows *= d;
+      return b.create<ReshapeOp>(
+          loc, RankedTensorType::get({rows, shape.back()}, b.getF32Type()), v);
+    };
+    Value a2 = rowsOf(a), c2 = rowsOf(c);
+    db = !tb ? matmul(a2, c2, true, false) : matmul(c2, a2, true, false);
+  } else {
+    db = !tb ? matmul(a, c, !ta, false) : matmul(c, a, true, ta);
+    if (shared)
+      db = sumBatch(b, loc, db, bType);
+  }
   dx.push_back(da);
   dx.push_back(db);
   return success();
