@@ -95,7 +95,7 @@ demo: build
 # Refresh the dialect and pass references in docs/ from ODS.
 # Training's full matrix (make test runs a covering subset): MLP and GPT,
 # dp / tp / dp-tp / auto, each ZeRO stage x micro-batches 1, 4 x
-# recomputation none, full; 128 cases of 10 steps, about an hour on 2 cores.
+# recomputation none, full; 128 cases of 10 steps, about 20 minutes on 2 cores.
 test-training-matrix: build
 	PATH=$(CURDIR)/$(BUILD)/bin:$$PATH /usr/bin/python3 test/e2e/train_suite.py --workdir $(BUILD)/matrix/mlp \
 	  --model mlp --matrix --cases dp@x=2 tp@x=2 dp-tp@dp=2,tp=2 auto@dp=2,tp=2
