@@ -39,14 +39,19 @@ GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=4, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
 
 
+def compile_step(args, path, mesh, strategy, extra, target, out):
+    """sbpc compile --train of the case's model, with the suite's optimizer."""
+    sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
+         "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum", str(args.momentum),
+         "--eps", str(args.eps), *extra, "--target", target, "-o", out)
+
+
 def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
     """Exports steps 2 and 3 of a case into the GPU bundle: the state after
     one and two steps (the CPU program's, so that the optimizer moments are
     not zero) is each run's --params."""
     device = cpu_program + "-" + args.bundle_target
-    sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
-         "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum", str(args.momentum),
-         "--eps", str(args.eps), *extra, "--target", args.bundle_target, "-o", device)
+    compile_step(args, path, mesh, strategy, extra, args.bundle_target, device)
     runs = []
     for steps in (1, 2):
         state = cpu_program + f"-after{steps}"
@@ -117,10 +122,7 @@ def main():
         extra = [f"--{e.replace('=', ' ', 1)}".split(" ") for e in extras]
         out, res = path(case.replace(":", "_") + "-out"), path(case.replace(":", "_") + "-res")
         try:
-            sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
-                 "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum",
-                 str(args.momentum), "--eps", str(args.eps), *sum(extra, []), "--target", args.target,
-                 "-o", out)
+            compile_step(args, path, mesh, strategy, sum(extra, []), args.target, out)
             sbpc("run", out, *train, "--output-dir", res)
         except RuntimeError as e:
             print(f"FAIL {case}: {e}")

@@ -40,15 +40,16 @@ def last_line(text):
     return lines[-1] if lines else "no output"
 
 
-def run_ranks(case_dir, args, output_dir, timeout):
-    """Runs the case's device program; None, or why it failed."""
+def run_program(command, cwd, output_dir, timeout):
+    """Runs `command` (a program's launch.sh, or a rank under a tool, with
+    its arguments), its shards going to output_dir/.shards and its ranks'
+    watchdog set to `timeout` seconds; None, or why it failed."""
     os.makedirs(os.path.join(output_dir, ".shards"), exist_ok=True)
     try:
-        done = subprocess.run([os.path.join(case_dir, "prog", "launch.sh"), *args,
-                               "--output-dir", output_dir, "--timeout", str(timeout)],
-                              cwd=case_dir, capture_output=True, text=True, timeout=timeout + 60)
+        done = subprocess.run([*command, "--output-dir", output_dir, "--timeout", str(timeout)],
+                              cwd=cwd, capture_output=True, text=True, timeout=timeout + 60)
     except subprocess.TimeoutExpired:
-        return f"the ranks did not finish in {timeout + 60} s"
+        return f"did not finish in {timeout + 60} s"
     if done.returncode != 0:
         return f"exit {done.returncode}: {last_line(done.stdout + done.stderr)}"
     return None
@@ -107,18 +108,10 @@ def compare_run(expected_dir, actual_dir, rtol):
 
 def sanitize(case_dir, run, sanitizer, tool, work, timeout):
     """None, or what compute-sanitizer's `tool` found on rank 0."""
-    out = os.path.join(work, "sanitize-" + tool)
-    os.makedirs(os.path.join(out, ".shards"), exist_ok=True)
-    try:
-        done = subprocess.run([sanitizer, "--error-exitcode", "1", "--tool", tool,
-                               os.path.join(case_dir, "prog", "bin", "rank0"), *run["args"],
-                               "--output-dir", out, "--timeout", str(timeout)],
-                              cwd=case_dir, capture_output=True, text=True, timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        return f"{tool}: did not finish in {timeout + 60} s"
-    if done.returncode != 0:
-        return f"{tool}: {last_line(done.stdout + done.stderr)}"
-    return None
+    found = run_program([sanitizer, "--error-exitcode", "1", "--tool", tool,
+                         os.path.join(case_dir, "prog", "bin", "rank0"), *run["args"]],
+                        case_dir, os.path.join(work, "sanitize-" + tool), timeout)
+    return f"{tool}: {found}" if found else None
 
 
 def check_case(case_dir, args):
@@ -127,7 +120,8 @@ def check_case(case_dir, args):
     with tempfile.TemporaryDirectory(dir=args.keep) as work:
         for run in case["runs"]:
             out = os.path.join(work, run["name"])
-            failure = run_ranks(case_dir, run["args"], out, args.timeout)
+            failure = run_program([os.path.join(case_dir, "prog", "launch.sh"), *run["args"]],
+                                  case_dir, out, args.timeout)
             if failure:
                 problems.append(f"{run['name']}: {failure}")
                 continue

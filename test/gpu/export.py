@@ -16,8 +16,9 @@ A case directory holds:
 import json
 import os
 import shutil
-import subprocess
 import tempfile
+
+from device_check import run_program
 
 
 def _localize(args, run, inputs_dir):
@@ -40,16 +41,6 @@ def _localize(args, run, inputs_dir):
     return out
 
 
-def _run_ranks(program, args, cwd, output_dir):
-    """Runs a compiled program's launch.sh; its shards land in output_dir/.shards."""
-    os.makedirs(os.path.join(output_dir, ".shards"), exist_ok=True)
-    done = subprocess.run([os.path.join(program, "launch.sh"), *args, "--output-dir", output_dir,
-                           "--timeout", "300"], cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        lines = (done.stdout + done.stderr).strip().splitlines() or ["?"]
-        raise RuntimeError(f"{program}: launch.sh failed: {lines[-1]}")
-
-
 def export_case(bundle, name, cpu_program, device_program, runs, rtol, sanitize=False):
     """Writes bundle/name from a CPU-compiled and a device-compiled program
     of the same flags; `runs` is [(run name, launch arguments)] with paths
@@ -63,7 +54,9 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, sanitize=
         local = _localize(args, run, os.path.join(case, "inputs"))
         expected = os.path.join(case, "expected", run)
         with tempfile.TemporaryDirectory() as tmp:
-            _run_ranks(cpu_program, local, case, tmp)
+            failure = run_program([os.path.join(cpu_program, "launch.sh"), *local], case, tmp, 300)
+            if failure:
+                raise RuntimeError(f"{cpu_program}: launch.sh failed: {failure}")
             shutil.copytree(os.path.join(tmp, ".shards"), expected)
         described.append({"name": run, "args": local})
     with open(os.path.join(case, "case.json"), "w") as f:
