@@ -62,8 +62,9 @@ export LD_LIBRARY_PATH
 } > "$out/env.txt"
 cat "$out/env.txt"
 
-target=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["target"])' \
-  "$here/bundle.json")
+# What the bundle was built for: the target, and the CUDA release of its nvcc.
+read -r target built < <("$python" -c 'import json, sys; b = json.load(open(sys.argv[1]));
+print(b["target"], b.get("cuda_version") or "")' "$here/bundle.json")
 if [ "$target" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
   echo "run.sh: no GPU here (nvidia-smi -L lists none), and this bundle's programs need one" >&2
   exit 1
@@ -71,8 +72,6 @@ fi
 # The programs carry the CUDA runtime they were built with: the driver must
 # support that version (nvidia-smi's "CUDA Version").
 if [ "$target" = cuda ]; then
-  built=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("cuda_version") or "")' \
-    "$here/bundle.json")
   driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
   if [ -n "$built" ] && [ -n "$driver" ] &&
      ! "$python" -c 'import sys; v = lambda s: tuple(int(x) for x in s.split("."));
@@ -82,14 +81,12 @@ sys.exit(v(sys.argv[1]) < v(sys.argv[2]))' "$driver" "$built"; then
   fi
 fi
 # A program that cannot start says why once, here, rather than in every case.
-first=$(ls -d "$here"/cases/*/prog/bin "$here"/bench/*/bin 2>/dev/null | head -1)
-if [ -n "$first" ]; then
-  missing=$(ldd "$first"/* 2>/dev/null | grep "not found" | sort -u)
-  if [ -n "$missing" ]; then
-    echo "run.sh: the programs cannot start here, libraries are missing:" >&2
-    echo "$missing" >&2
-    exit 1
-  fi
+missing=$(ldd "$here"/cases/*/prog/bin/* "$here"/bench/*/bin/* 2>/dev/null | grep "not found" |
+  sort -u)
+if [ -n "$missing" ]; then
+  echo "run.sh: the programs cannot start here, libraries are missing:" >&2
+  echo "$missing" >&2
+  exit 1
 fi
 
 status=0
