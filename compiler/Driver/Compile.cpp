@@ -187,6 +187,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
     TargetOptions target;
     target.kind = command.target == "cuda" ? TargetKind::Cuda : TargetKind::Cpu;
     target.cudaArch = command.cudaArch;
+    target.bf16 = command.precision == "bf16";
     if (failed(buildTarget(*module, command.cluster, target, command.outputDir, report)))
       return failure();
   }

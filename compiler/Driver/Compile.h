@@ -27,6 +27,7 @@ struct CompileCommand {
   int64_t microBatches = 1;       // gradient accumulation (--sbp-micro-batches)
   std::string recompute = "none"; // none | full | selective (--graph-autodiff)
   std::string cudaArch = "sm_90"; // --target cuda: nvcc's -arch
+  std::string precision = "f32";  // f32 | bf16 (--exec-bf16 on the rank programs)
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

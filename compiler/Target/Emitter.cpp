@@ -82,6 +82,20 @@ std::string layoutLiteral(const sbprt::NdSbp &layout) {
   return out + "}";
 }
 
+/// The C++ type of an element of `value` in a generated program.
+std::string elementType(Value value) {
+  Type element = cast<RankedTensorType>(value.getType()).getElementType();
+  return element.isF32() ? "float" : element.isBF16() ? "sbprt::bf16" : "int64_t";
+}
+
+bool isBf16(Value value) {
+  return cast<RankedTensorType>(value.getType()).getElementType().isBF16();
+}
+
+size_t elementBytes(Value value) {
+  return cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() / 8;
+}
+
 /// The verifiers allow "sum" and "max" only.
 std::string reduceLiteral(StringRef reduce) {
   return reduce == "sum" ? "sbprt::comm::Reduce::Sum" : "sbprt::comm::Reduce::Max";
@@ -97,9 +111,7 @@ public:
 private:
   /// The pointer to `value` in the arena, typed by its element type.
   std::string ref(Value value) {
-    auto type = cast<RankedTensorType>(value.getType());
-    std::string element = type.getElementType().isF32() ? "float" : "int64_t";
-    return llvm::formatv("r.at<{0}>({1}, {2})", element, offsets.lookup(value),
+    return llvm::formatv("r.at<{0}>({1}, {2})", elementType(value), offsets.lookup(value),
                          sbpc::exec::valueBytes(value))
         .str();
   }
@@ -120,6 +132,11 @@ private:
                          sbprt::comm::scratchBytes(call->kind, call->input, call->groupSize,
                                                    call->dim))
         .str();
+  }
+  /// A null scale pointer of the scores' element type (the kernels are
+  /// templates on it).
+  std::string noScale(Value scores) {
+    return "static_cast<const " + elementType(scores) + " *>(nullptr)";
   }
   std::string elements(Value value) {
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
@@ -154,19 +171,22 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         std::vector<int64_t> stored;
         if (auto attr = o.getStoredShape())
           stored.assign(attr->begin(), attr->end());
-        line(llvm::formatv("r.load({0}, {1}, sbprt::DType::{2}, {3}, {4}, {5}, {6});",
+        // A bf16 value is read from f32 in the file, rounded as it is loaded.
+        line(llvm::formatv("r.load({0}, {1}, sbprt::DType::{2}, {3}, {4}, {5}, {6}{7});",
                            o.getKind() == "param" ? "true" : "false", quoted(o.getName()),
-                           type.getElementType().isF32() ? "F32" : "I64",
+                           type.getElementType().isInteger(64) ? "I64" : "F32",
                            list(o.getGlobalShape()), list(stored),
-                           layoutLiteral(o.getLayout().toLayout()), ref(o.getResult())));
+                           layoutLiteral(o.getLayout().toLayout()), ref(o.getResult()),
+                           isBf16(o.getResult()) ? ", true" : ""));
         return success();
       })
       .Case([&](ex::StoreOp o) {
         auto type = cast<RankedTensorType>(o.getValue().getType());
-        line(llvm::formatv("r.store({0}, sbprt::DType::{1}, {2}, {3}, {4});", quoted(o.getName()),
-                           type.getElementType().isF32() ? "F32" : "I64",
+        line(llvm::formatv("r.store({0}, sbprt::DType::{1}, {2}, {3}, {4}{5});",
+                           quoted(o.getName()),
+                           type.getElementType().isInteger(64) ? "I64" : "F32",
                            list(o.getGlobalShape()), layoutLiteral(o.getLayout().toLayout()),
-                           ref(o.getValue())));
+                           ref(o.getValue()), isBf16(o.getValue()) ? ", true" : ""));
         return success();
       })
       .Case([&](ex::AllReduceOp o) {
@@ -220,16 +240,21 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::ZeroPadOp o) {
-        line(llvm::formatv("r.zeroPad({0}, {1}, sbprt::Sbp::Reduce::{2}, {3}, {4}, {5});",
+        line(llvm::formatv("r.zeroPad({0}, {1}, sbprt::Sbp::Reduce::{2}, {3}, {4}, {5}, {6});",
                            o.getAxis(), o.getDim(), o.getReduce() == "sum" ? "Sum" : "Max",
                            ref(o.getInput()), list(o.getInput().getType().getShape()),
-                           ref(o.getResult())));
+                           elementBytes(o.getInput()), ref(o.getResult())));
+        return success();
+      })
+      .Case([&](ex::ConvertOp o) {
+        line(llvm::formatv("kernels::convert({0}, {1}, {2});", ref(o.getInput()),
+                           ref(o.getResult()), elements(o.getInput())));
         return success();
       })
       .Case([&](ex::FusedOp o) { return emitFused(o); })
       .Case([&](ex::SoftmaxOp o) {
         line(llvm::formatv("kernels::scaledSoftmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
-                           o.getScale() ? ref(o.getScale()) : "nullptr",
+                           o.getScale() ? ref(o.getScale()) : noScale(o.getInput()),
                            o.getCausal() ? "true" : "false", ref(o.getResult()),
                            shape(o.getResult())));
         return success();
@@ -237,14 +262,15 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
       .Case([&](ex::SoftmaxGradOp o) {
         line(llvm::formatv("kernels::scaledSoftmaxGrad({0}, {1}, {2}, {3}, {4}, {5});",
                            ref(o.getProbs()), ref(o.getGrad()),
-                           o.getScale() ? ref(o.getScale()) : "nullptr",
+                           o.getScale() ? ref(o.getScale()) : noScale(o.getProbs()),
                            o.getCausal() ? "true" : "false", ref(o.getResult()),
                            shape(o.getResult())));
         return success();
       })
       .Case([&](ex::KeepOneOp o) {
-        line(llvm::formatv("r.keepOne({0}, {1}, {2}, {3});", o.getAxis(), ref(o.getInput()),
-                           elements(o.getInput()), ref(o.getResult())));
+        line(llvm::formatv("r.keepOne({0}, {1}, {2}, {3}, {4});", o.getAxis(), ref(o.getInput()),
+                           elements(o.getInput()), elementBytes(o.getInput()),
+                           ref(o.getResult())));
         return success();
       })
       .Default([&](Operation *other) {
@@ -283,6 +309,10 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                                  << " target supports dense constants only";
         std::string name = "constant" + std::to_string(constants++);
         bool isFloat = dense.getElementType().isF32();
+        if (!isFloat && !dense.getElementType().isInteger(64))
+          return o.emitOpError() << "the " << sbpc::targetName(target)
+                                 << " target has f32 and i64 constants only, not "
+                                 << dense.getElementType();
         statics << "static const " << (isFloat ? "float " : "int64_t ") << name << "[] = {";
         int64_t n = 0;
         if (isFloat)
@@ -356,8 +386,8 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
         }
         inputs += "}";
         shapes += "}";
-        line(llvm::formatv("kernels::concat({0}, sizeof(float), {1}, {2}, {3});", inputs, shapes,
-                           o.getAxis(), ref(o.getResult())));
+        line(llvm::formatv("kernels::concat({0}, {1}, {2}, {3}, {4});", inputs,
+                           elementBytes(o.getResult()), shapes, o.getAxis(), ref(o.getResult())));
         return success();
       })
       .Case([&](EmbeddingOp o) {
@@ -500,7 +530,7 @@ LogicalResult Emitter::emitFused(ex::FusedOp op) {
   std::string params, loop, what;
   for (BlockArgument arg : body.getArguments()) {
     std::string in = "in" + std::to_string(arg.getArgNumber());
-    params += "const float *__restrict__ " + in + ", ";
+    params += "const " + elementType(arg) + " *__restrict__ " + in + ", ";
     names[arg] = "v" + std::to_string(names.size());
     loop += "    const float " + names[arg] + " = " + in + "[" +
             broadcastIndex(cast<RankedTensorType>(arg.getType()).getShape(), outShape) + "];\n";
@@ -540,7 +570,9 @@ LogicalResult Emitter::emitFused(ex::FusedOp op) {
     what += (what.empty() ? "" : ", ") + opName.drop_front(6).str();
   }
   loop += "    out[i] = " + names.lookup(body.getTerminator()->getOperand(0)) + ";\n";
-  params += "float *__restrict__ out";
+  // The body computes in f32 whatever the storage; bf16 is rounded once, on
+  // the write.
+  params += elementType(op.getResult()) + " *__restrict__ out";
   statics << "// exec.fused: " << what << " over " << n << " elements\n";
   if (target == sbpc::TargetKind::Cuda) {
     std::string args;

@@ -159,6 +159,8 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
   sbp::SbpSpmdizeOptions spmdize;
   spmdize.cluster = cluster;
   pm.addPass(sbp::createSbpSpmdize(spmdize));
+  if (options.bf16)
+    pm.addPass(exec::createExecBf16());
   pm.addPass(exec::createExecFuse());
   pm.addPass(exec::createExecPlanMemory());
   if (failed(pm.run(module)))
@@ -220,7 +222,8 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     program.walk([&](Operation *op) {
       auto layoutText = [](sbp::NdSbpAttr layout) { return sbprt::toString(layout.toLayout()); };
       auto dtype = [](Type type) {
-        return cast<RankedTensorType>(type).getElementType().isF32() ? "float32" : "int64";
+        // The files' types: a bf16 value is read from and written as f32.
+        return cast<RankedTensorType>(type).getElementType().isInteger(64) ? "int64" : "float32";
       };
       if (auto load = dyn_cast<exec::LoadOp>(op))
         manifestLoads.push_back({{"kind", load.getKind().str()},
@@ -258,6 +261,7 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     return reportError(error);
 
   report["target"] = targetName(options.kind);
+  report["precision"] = options.bf16 ? "bf16" : "f32";
   report["ranks"] = ranks;
   uint64_t arenaMax = 0;
   for (const nlohmann::json &rank : ranks)

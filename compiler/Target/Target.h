@@ -16,6 +16,8 @@ struct TargetOptions {
   TargetKind kind = TargetKind::Cpu;
   /// The GPU architecture nvcc builds for (--cuda-arch), as in -arch=sm_90.
   std::string cudaArch = "sm_90";
+  /// --precision bf16: the programs compute in bf16 (--exec-bf16).
+  bool bf16 = false;
 };
 
 /// Lowers `module` (layouts and boxings explicit) to exec programs, plans

@@ -20,7 +20,7 @@ using namespace sbpc;
 
 namespace {
 
-/// The graph ops an exec.fused body may hold: one f32 result from operands
+/// The graph ops an exec.fused body may hold: one float result from operands
 /// that broadcast to it.
 bool isElementwise(Operation *op) {
   if (!isa<graph::NegOp, graph::ExpOp, graph::LogOp, graph::TanhOp, graph::SqrtOp,
@@ -28,7 +28,7 @@ bool isElementwise(Operation *op) {
            graph::MulOp, graph::DivOp, graph::ReluGradOp, graph::GeluGradOp>(op))
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  return type && type.getElementType().isF32() && type.hasStaticShape();
+  return type && isa<FloatType>(type.getElementType()) && type.hasStaticShape();
 }
 
 /// The chain ending at `root`: elementwise producers of its operands, and of

@@ -27,6 +27,36 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
+  let summary = "computes in bf16, keeps the parameters' updates in f32 (--precision bf16)";
+  let description = [{
+    In each exec program, every op that depends on an input (the forward
+    and the backward: activations, their gradients, the parameters'
+    gradients, the loss) or that only they use (a parameter loaded for the
+    forward alone) makes bf16 values, and the kernels read them as f32,
+    compute in f32 or wider and round once on the write. What an optimizer
+    update or a stored output needs without depending on an input stays
+    f32: the parameters the update reads, its state (moments, velocity,
+    step), the update itself and the new values on their way to their
+    stores. Where the two meet, an `exec.convert` is made once, right after
+    the value: a parameter's bf16 copy for the forward and the backward, a
+    gradient's f32 copy for the update, a constant's bf16 copy. Loads of
+    bf16 values round the file's f32 as they read; stores write f32.
+    Collectives then move half the bytes and the memory plan gives the
+    values half the space. Point-to-point messages are always bf16, so the
+    two sides of a pipeline boundary agree. Run before --exec-fuse and
+    --exec-plan-memory.
+
+    ```mlir
+    // training: the weight stays f32 for adamw, a bf16 copy feeds the matmul
+    %w = exec.load "param" "w" global [8, 4] [B] : tensor<8x4xf32>
+    %wb = exec.convert %w : tensor<8x4xf32> to tensor<8x4xbf16>
+    %y = graph.matmul %x, %wb : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+    ```
+  }];
+  let dependentDialects = ["::sbpc::exec::ExecDialect"];
+}
+
 def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
   let summary = "groups elementwise chains into exec.fused ops, attention's softmax into exec.softmax";
   let description = [{

@@ -9,6 +9,7 @@
 // the report.
 #pragma once
 
+#include "runtime/BFloat16.h"
 #include "runtime/Layout.h"
 
 #include <cstddef>
@@ -63,17 +64,20 @@ public:
   // only along `axis` (Mesh::group), in coordinate order. `scratch` has at
   // least scratchBytes() bytes. Buffers must not overlap unless stated.
 
-  /// data[i] = reduce over the group of data[i], in place; f32 only.
-  virtual void allReduce(size_t axis, float *data, const Local &in, Reduce op,
+  /// data[i] = reduce over the group of data[i], in place. Reductions take
+  /// f32 (`elementBytes` 4) or bf16 (2, summed in f32 and rounded at each
+  /// step of the ring).
+  virtual void allReduce(size_t axis, void *data, const Local &in, Reduce op,
                          void *scratch) = 0;
   /// out = the group's inputs concatenated along `dim` in coordinate order;
   /// `out` has `in.shape` with dimension `dim` p times larger.
   virtual void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim,
                          void *out, void *scratch) = 0;
   /// The group's inputs (all of `in.shape`) reduced, then split along `dim`
-  /// into p equal parts; out = the part at this rank's coordinate; f32 only.
-  virtual void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim,
-                             Reduce op, float *out, void *scratch) = 0;
+  /// into p equal parts; out = the part at this rank's coordinate; f32 or
+  /// bf16 as allReduce.
+  virtual void reduceScatter(size_t axis, const void *in, const Local &inShape, int64_t dim,
+                             Reduce op, void *out, void *scratch) = 0;
   /// S(concatDim) -> S(splitDim): each rank splits its input along
   /// `splitDim` into p parts and sends part j to the rank at coordinate j;
   /// out = the parts received, concatenated along `concatDim` in coordinate

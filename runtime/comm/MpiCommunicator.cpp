@@ -48,14 +48,14 @@ int64_t chunkBegin(int64_t n, int64_t index, int64_t parts) {
   return index * (n / parts) + index * (n % parts) / parts;
 }
 
-/// acc[i] = acc[i] (op) x[i].
-void combine(float *acc, const float *x, int64_t n, Reduce op) {
+/// acc[i] = acc[i] (op) x[i], in f32 (bf16 elements rounded once per step).
+template <typename T> void combine(T *acc, const T *x, int64_t n, Reduce op) {
   if (op == Reduce::Sum)
     for (int64_t i = 0; i < n; ++i)
-      acc[i] += x[i];
+      acc[i] = static_cast<float>(acc[i]) + static_cast<float>(x[i]);
   else
     for (int64_t i = 0; i < n; ++i)
-      acc[i] = std::max(acc[i], x[i]);
+      acc[i] = std::max(static_cast<float>(acc[i]), static_cast<float>(x[i]));
 }
 
 /// Block `index` of `parts` equal blocks along `dim` of a row-major tensor:
@@ -125,11 +125,23 @@ public:
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
 
-  void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *scratch) override;
+  void allReduce(size_t axis, void *data, const Local &in, Reduce op, void *scratch) override {
+    if (in.elementBytes == sizeof(bf16))
+      ringAllReduce(axis, static_cast<bf16 *>(data), in, op, scratch);
+    else
+      ringAllReduce(axis, static_cast<float *>(data), in, op, scratch);
+  }
   void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
                  void *scratch) override;
-  void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
-                     float *out, void *scratch) override;
+  void reduceScatter(size_t axis, const void *in, const Local &inShape, int64_t dim, Reduce op,
+                     void *out, void *scratch) override {
+    if (inShape.elementBytes == sizeof(bf16))
+      ringReduceScatter(axis, static_cast<const bf16 *>(in), inShape, dim, op,
+                        static_cast<bf16 *>(out), scratch);
+    else
+      ringReduceScatter(axis, static_cast<const float *>(in), inShape, dim, op,
+                        static_cast<float *>(out), scratch);
+  }
   void allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
                 int64_t concatDim, void *out, void *scratch) override;
   void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *scratch) override;
@@ -147,6 +159,11 @@ public:
   }
 
 private:
+  template <typename T>
+  void ringAllReduce(size_t axis, T *data, const Local &in, Reduce op, void *scratch);
+  template <typename T>
+  void ringReduceScatter(size_t axis, const T *in, const Local &inShape, int64_t dim, Reduce op,
+                         T *out, void *scratch);
   Ring ringOf(size_t axis) const {
     return {axisComms_[axis], mesh_.shape[axis], coordinates_[axis]};
   }
@@ -193,8 +210,9 @@ private:
 // which this rank holds chunk (position + 1) reduced over the group, then an
 // all-gather of the reduced chunks. Each rank sends about 2 (p - 1) / p of
 // the array, in 2 (p - 1) steps.
-void MpiCommunicator::allReduce(size_t axis, float *data, const Local &in, Reduce op,
-                                void *scratch) {
+template <typename T>
+void MpiCommunicator::ringAllReduce(size_t axis, T *data, const Local &in, Reduce op,
+                                    void *scratch) {
   const Ring ring = ringOf(axis);
   if (ring.p == 1)
     return;
@@ -202,13 +220,13 @@ void MpiCommunicator::allReduce(size_t axis, float *data, const Local &in, Reduc
   auto begin = [&](int64_t offset) { return chunkBegin(n, ring.at(offset), p); };
   auto bytes = [&](int64_t offset) {
     return static_cast<size_t>(chunkBegin(n, ring.at(offset) + 1, p) - begin(offset)) *
-           sizeof(float);
+           sizeof(T);
   };
-  float *received = static_cast<float *>(scratch);
+  T *received = static_cast<T *>(scratch);
   // After step s, chunk (position - s - 1) here is reduced over s + 2 ranks.
   for (int64_t s = 0; s + 1 < p; ++s) {
     ringStep(ring, data + begin(-s), bytes(-s), received, bytes(-s - 1));
-    combine(data + begin(-s - 1), received, bytes(-s - 1) / sizeof(float), op);
+    combine(data + begin(-s - 1), received, bytes(-s - 1) / sizeof(T), op);
   }
   for (int64_t s = 0; s + 1 < p; ++s)
     ringStep(ring, data + begin(1 - s), bytes(1 - s), data + begin(-s), bytes(-s));
@@ -244,33 +262,34 @@ void MpiCommunicator::allGather(size_t axis, const void *in, const Local &inShap
 // `out`. Contiguous blocks (dim 0, or only 1s before it) are read where
 // they are and the travelling sum alternates between the scratch (one
 // block) and `out`; otherwise the input is first packed into the scratch.
-void MpiCommunicator::reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim,
-                                    Reduce op, float *out, void *scratch) {
+template <typename T>
+void MpiCommunicator::ringReduceScatter(size_t axis, const T *in, const Local &inShape,
+                                        int64_t dim, Reduce op, T *out, void *scratch) {
   const Ring ring = ringOf(axis);
   int64_t p = ring.p, m = inShape.elements() / p;
   if (p == 1) {
     std::memcpy(out, in, inShape.bytes());
     return;
   }
-  size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  size_t bytes = static_cast<size_t>(m) * sizeof(T);
   if (outerOf(inShape.shape, dim) == 1) {
-    float *sums[2] = {out, static_cast<float *>(scratch)};
+    T *sums[2] = {out, static_cast<T *>(scratch)};
     // Step s receives into sums[(first + s) % 2]; the last one into out.
     int64_t first = (p - 2) % 2;
-    const float *sending = in + ring.at(-1) * m;
+    const T *sending = in + ring.at(-1) * m;
     for (int64_t s = 0; s + 1 < p; ++s) {
-      float *arrived = sums[(first + s) % 2];
+      T *arrived = sums[(first + s) % 2];
       ringStep(ring, sending, bytes, arrived, bytes);
       combine(arrived, in + ring.at(-s - 2) * m, m, op);
       sending = arrived;
     }
     return;
   }
-  float *blocks = static_cast<float *>(scratch);
+  T *blocks = static_cast<T *>(scratch);
   for (int64_t c = 0; c < p; ++c)
-    packBlock(in, inShape.shape, sizeof(float), dim, p, c, blocks + c * m);
+    packBlock(in, inShape.shape, sizeof(T), dim, p, c, blocks + c * m);
   for (int64_t s = 0; s + 1 < p; ++s) {
-    float *arrived = blocks + ring.at(-s - 2) * m;
+    T *arrived = blocks + ring.at(-s - 2) * m;
     ringStep(ring, blocks + ring.at(-s - 1) * m, bytes, out, bytes);
     if (s + 2 < p)
       combine(arrived, out, m, op);

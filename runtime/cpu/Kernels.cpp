@@ -1,5 +1,8 @@
 // Reference CPU kernels. Clear loops in a fixed order (bit-identical run to
-// run); sums accumulate in double; GEMM goes to BLAS.
+// run); sums accumulate in double; GEMM goes to BLAS. Each is instantiated
+// for float and bf16 storage (the end of this file): a bf16 element is read
+// as f32 and rounded once where the result is written, so the arithmetic in
+// between is the f32 kernel's.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/Elementwise.h"
 #include "runtime/Tensor.h"
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace sbprt::cpu {
 
@@ -44,7 +48,8 @@ static void walk(const Shape &shape, const std::array<Shape, N> &strides,
   }
 }
 
-void unary(UnaryKind kind, const float *in, float *out, int64_t n) {
+template <typename T>
+void unary(UnaryKind kind, const T *in, T *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = elementwise::unary(kind, in[i]);
 }
@@ -59,8 +64,9 @@ static Shape broadcastStrides(const Shape &shape, const Shape &outShape) {
   return result;
 }
 
-void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const float *rhs,
-            const Shape &rhsShape, float *out, const Shape &outShape) {
+template <typename T>
+void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
+            const Shape &rhsShape, T *out, const Shape &outShape) {
   std::array<Shape, 2> strides = {broadcastStrides(lhsShape, outShape),
                                    broadcastStrides(rhsShape, outShape)};
   walk<2>(outShape, strides, {0, 0}, [&](int64_t i, const std::array<int64_t, 2> &at) {
@@ -68,19 +74,29 @@ void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const floa
   });
 }
 
-void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m, int64_t n,
+template <typename T>
+void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
             int64_t k, bool transposeA, bool transposeB, bool sharedB) {
   for (int64_t i = 0; i < batch; ++i) {
-    const float *ai = a + i * m * k;
-    const float *bi = sharedB ? b : b + i * k * n;
-    cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
+    const T *ai = a + i * m * k;
+    const T *bi = sharedB ? b : b + i * k * n;
+    if constexpr (!std::is_same_v<T, float>) {
+      // bf16: the product of the f32 values, rounded once (what cuBLAS's
+      // bf16 GEMM with f32 compute gives, up to the order of its sums).
+      std::vector<float> af(ai, ai + m * k), bf(bi, bi + k * n), cf(m * n);
+      matmul(af.data(), bf.data(), cf.data(), 1, m, n, k, transposeA, transposeB, false);
+      std::copy(cf.begin(), cf.end(), c + i * m * n);
+    } else {
+      cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
                 transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, ai, transposeA ? m : k,
                 bi, transposeB ? k : n, 0.0f, c + i * m * n, n);
+    }
   }
 }
 
-void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vector<int64_t> &dims,
-            float *out) {
+template <typename T>
+void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<int64_t> &dims,
+            T *out) {
   // Permute reduced dimensions last, then reduce contiguous rows.
   std::vector<int64_t> perm, keptShape;
   int64_t reducedCount = 1;
@@ -93,11 +109,11 @@ void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vec
     perm.push_back(d);
     reducedCount *= shape[d];
   }
-  std::vector<float> moved(numElements(shape));
+  std::vector<T> moved(numElements(shape));
   transpose(in, shape, perm, moved.data());
   int64_t rows = numElements(keptShape);
   for (int64_t r = 0; r < rows; ++r) {
-    const float *row = moved.data() + r * reducedCount;
+    const T *row = moved.data() + r * reducedCount;
     if (kind == ReduceKind::Max) {
       out[r] = *std::max_element(row, row + reducedCount);
       continue;
@@ -124,11 +140,11 @@ static void forEachLine(const Shape &shape, int64_t axis, Visit visit) {
 }
 
 /// Softmax (log-softmax) of the `width` elements of `x`, `stride` apart, into `y`.
-static void softmaxLine(const float *x, float *y, int64_t width, int64_t stride,
-                        bool logSoftmax) {
+template <typename In, typename Out>
+static void softmaxLine(const In *x, Out *y, int64_t width, int64_t stride, bool logSoftmax) {
   float maxValue = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < width; ++j)
-    maxValue = std::max(maxValue, x[j * stride]);
+    maxValue = std::max(maxValue, static_cast<float>(x[j * stride]));
   double sum = 0.0;
   for (int64_t j = 0; j < width; ++j)
     sum += std::exp(static_cast<double>(x[j * stride]) - maxValue);
@@ -139,14 +155,16 @@ static void softmaxLine(const float *x, float *y, int64_t width, int64_t stride,
   }
 }
 
-void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax) {
+template <typename T>
+void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax) {
   int64_t width = shape[axis];
   forEachLine(shape, axis, [&](int64_t offset, int64_t stride) {
     softmaxLine(in + offset, out + offset, width, stride, logSoftmax);
   });
 }
 
-void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+template <typename T>
+void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
                    const Shape &shape) {
   int64_t width = shape.back(), rows = width ? numElements(shape) / width : 0;
   std::vector<float> row(width);
@@ -162,10 +180,11 @@ void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
   }
 }
 
-void layerNorm(const float *in, const float *scale, const float *bias, float *out, int64_t rows,
+template <typename T>
+void layerNorm(const T *in, const T *scale, const T *bias, T *out, int64_t rows,
                int64_t width, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float *x = in + r * width;
+    const T *x = in + r * width;
     double mean = 0.0, var = 0.0;
     for (int64_t i = 0; i < width; ++i)
       mean += x[i];
@@ -179,7 +198,8 @@ void layerNorm(const float *in, const float *scale, const float *bias, float *ou
   }
 }
 
-void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out) {
+template <typename T>
+void transpose(const T *in, const Shape &shape, const std::vector<int64_t> &perm, T *out) {
   Shape inStrides = stridesOf(shape), outShape, permutedStrides;
   for (int64_t p : perm) {
     outShape.push_back(shape[p]);
@@ -231,8 +251,9 @@ static bool checkIndex(const char *what, int64_t value, int64_t position, int64_
   return false;
 }
 
-bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
-               float *out, std::string &error) {
+template <typename T>
+bool embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
+               T *out, std::string &error) {
   for (int64_t i = 0; i < count; ++i) {
     if (!checkIndex("index", ids[i], i, rows, "table rows", error))
       return false;
@@ -241,40 +262,45 @@ bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *i
   return true;
 }
 
-void causalMask(const float *in, float *out, int64_t blocks, int64_t s, float fill) {
+template <typename T>
+void causalMask(const T *in, T *out, int64_t blocks, int64_t s, float fill) {
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t i = 0; i < s; ++i)
       for (int64_t j = 0; j < s; ++j) {
         int64_t at = (b * s + i) * s + j;
-        out[at] = j > i ? fill : in[at];
+        out[at] = j > i ? T(fill) : in[at];
       }
 }
 
-bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int64_t classes,
-                  float *loss, std::string &error) {
+template <typename T>
+bool crossEntropy(const T *logits, const int64_t *targets, int64_t rows, int64_t classes,
+                  T *loss, std::string &error) {
   double total = 0.0;
   std::vector<float> logProbs(classes);
   for (int64_t r = 0; r < rows; ++r) {
     if (!checkIndex("target", targets[r], r, classes, "classes", error))
       return false;
-    softmax(logits + r * classes, logProbs.data(), {classes}, 0, /*logSoftmax=*/true);
+    softmaxLine(logits + r * classes, logProbs.data(), classes, 1, /*logSoftmax=*/true);
     total -= logProbs[targets[r]];
   }
   *loss = static_cast<float>(total);
   return true;
 }
 
-void reluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T>
+void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dx[i] = elementwise::reluGrad(x[i], dy[i]);
 }
 
-void geluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T>
+void geluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dx[i] = elementwise::geluGrad(x[i], dy[i]);
 }
 
-void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis) {
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, const Shape &shape, int64_t axis) {
   int64_t width = shape[axis];
   forEachLine(shape, axis, [&](int64_t offset, int64_t stride) {
     double dot = 0.0;
@@ -287,25 +313,33 @@ void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape,
   });
 }
 
-void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
-                       float *dx, const Shape &shape) {
-  softmaxGrad(y, dy, dx, shape, static_cast<int64_t>(shape.size()) - 1);
+template <typename T>
+void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
+                       T *dx, const Shape &shape) {
+  // softmaxGrad's arithmetic, then the mask and the scale, rounded once.
   int64_t width = shape.back(), rows = width ? numElements(shape) / width : 0;
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *yr = y + r * width, *dyr = dy + r * width;
+    double dot = 0.0;
+    for (int64_t j = 0; j < width; ++j)
+      dot += static_cast<double>(dyr[j]) * yr[j];
     for (int64_t j = 0; j < width; ++j) {
-      float &g = dx[r * width + j];
+      float g = static_cast<float>(yr[j] * (dyr[j] - dot));
       if (causal && j > r % width)
         g = 0.0f;
       if (scale)
-        g *= *scale;
+        g *= static_cast<float>(*scale);
+      dx[r * width + j] = g;
     }
+  }
 }
 
-void layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dscale,
-                   float *dbias, int64_t rows, int64_t width, float eps) {
+template <typename T>
+void layerNormGrad(const T *x, const T *scale, const T *dy, T *dx, T *dscale,
+                   T *dbias, int64_t rows, int64_t width, float eps) {
   std::vector<double> scaleSum(width, 0.0), biasSum(width, 0.0), xhat(width);
   for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * width, *dyr = dy + r * width;
+    const T *xr = x + r * width, *dyr = dy + r * width;
     double mean = 0.0, var = 0.0;
     for (int64_t i = 0; i < width; ++i)
       mean += xr[i];
@@ -336,34 +370,42 @@ void layerNormGrad(const float *x, const float *scale, const float *dy, float *d
   }
 }
 
-bool embeddingGrad(const int64_t *ids, int64_t count, const float *dy, int64_t width, float *table,
+template <typename T>
+bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width, T *table,
                    int64_t rows, std::string &error) {
-  std::fill(table, table + rows * width, 0.0f);
+  // Sums in f32 (in place for f32 tables), rounded once for bf16 ones.
+  std::vector<float> sums(std::is_same_v<T, float> ? 0 : rows * width);
+  float *acc = std::is_same_v<T, float> ? reinterpret_cast<float *>(table) : sums.data();
+  std::fill(acc, acc + rows * width, 0.0f);
   for (int64_t i = 0; i < count; ++i) {
     if (!checkIndex("index", ids[i], i, rows, "table rows", error))
       return false;
     for (int64_t j = 0; j < width; ++j)
-      table[ids[i] * width + j] += dy[i * width + j];
+      acc[ids[i] * width + j] += dy[i * width + j];
   }
+  if (!std::is_same_v<T, float>)
+    std::copy(acc, acc + rows * width, table);
   return true;
 }
 
-bool crossEntropyGrad(const float *logits, const int64_t *targets, float lossGrad, int64_t rows,
-                      int64_t classes, float *dlogits, std::string &error) {
+template <typename T>
+bool crossEntropyGrad(const T *logits, const int64_t *targets, float lossGrad, int64_t rows,
+                      int64_t classes, T *dlogits, std::string &error) {
+  std::vector<float> probs(classes);
   for (int64_t r = 0; r < rows; ++r) {
     if (!checkIndex("target", targets[r], r, classes, "classes", error))
       return false;
-    float *d = dlogits + r * classes;
-    softmax(logits + r * classes, d, {classes}, 0, /*logSoftmax=*/false);
-    d[targets[r]] -= 1.0f;
+    softmaxLine(logits + r * classes, probs.data(), classes, 1, /*logSoftmax=*/false);
+    probs[targets[r]] -= 1.0f;
     for (int64_t c = 0; c < classes; ++c)
-      d[c] = static_cast<float>(static_cast<double>(d[c]) * lossGrad);
+      dlogits[r * classes + c] = static_cast<float>(static_cast<double>(probs[c]) * lossGrad);
   }
   return true;
 }
 
-void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
-         const std::vector<int64_t> &high, float *out) {
+template <typename T>
+void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, T *out) {
   Shape outShape;
   for (size_t d = 0; d < shape.size(); ++d)
     outShape.push_back(low[d] + shape[d] + high[d]);
@@ -376,7 +418,8 @@ void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
           [&](int64_t i, const std::array<int64_t, 1> &at) { out[at[0]] = in[i]; });
 }
 
-void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape) {
+template <typename T>
+void broadcast(const T *in, const Shape &inShape, T *out, const Shape &outShape) {
   walk<1>(outShape, {broadcastStrides(inShape, outShape)}, {0},
           [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = in[at[0]]; });
 }
@@ -396,5 +439,40 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
     elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
                        correction1, correction2, newParam[i], newM[i], newV[i]);
 }
+
+// Both storage types of every kernel (sgdUpdate and adamwUpdate are f32 only:
+// parameters and optimizer state keep f32).
+#define SBPRT_CPU_KERNELS(T)                                                                    \
+  template void unary(UnaryKind, const T *, T *, int64_t);                                     \
+  template void binary(BinaryKind, const T *, const Shape &, const T *, const Shape &, T *,    \
+                       const Shape &);                                                         \
+  template void matmul(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t, bool,    \
+                       bool, bool);                                                            \
+  template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &,     \
+                       T *);                                                                   \
+  template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \
+  template void scaledSoftmax(const T *, const T *, bool, T *, const Shape &);                 \
+  template void layerNorm(const T *, const T *, const T *, T *, int64_t, int64_t, float);      \
+  template void transpose(const T *, const Shape &, const std::vector<int64_t> &, T *);        \
+  template bool embedding(const T *, int64_t, int64_t, const int64_t *, int64_t, T *,          \
+                          std::string &);                                                      \
+  template void causalMask(const T *, T *, int64_t, int64_t, float);                           \
+  template bool crossEntropy(const T *, const int64_t *, int64_t, int64_t, T *, std::string &); \
+  template void reluGrad(const T *, const T *, T *, int64_t);                                  \
+  template void geluGrad(const T *, const T *, T *, int64_t);                                  \
+  template void softmaxGrad(const T *, const T *, T *, const Shape &, int64_t);                \
+  template void scaledSoftmaxGrad(const T *, const T *, const T *, bool, T *, const Shape &);  \
+  template void layerNormGrad(const T *, const T *, const T *, T *, T *, T *, int64_t, int64_t, \
+                              float);                                                          \
+  template bool embeddingGrad(const int64_t *, int64_t, const T *, int64_t, T *, int64_t,      \
+                              std::string &);                                                  \
+  template bool crossEntropyGrad(const T *, const int64_t *, float, int64_t, int64_t, T *,     \
+                                 std::string &);                                               \
+  template void pad(const T *, const Shape &, const std::vector<int64_t> &,                    \
+                    const std::vector<int64_t> &, T *);                                        \
+  template void broadcast(const T *, const Shape &, T *, const Shape &);
+
+SBPRT_CPU_KERNELS(float)
+SBPRT_CPU_KERNELS(bf16)
 
 } // namespace sbprt::cpu

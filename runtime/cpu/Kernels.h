@@ -1,6 +1,10 @@
-// Reference CPU kernels on row-major float buffers: the reference evaluator
-// uses them today and the CPU rank executables will call the same code.
+// Reference CPU kernels on row-major buffers: the reference evaluator and
+// the CPU rank executables call the same code. The float kernels are
+// instantiated for T = float and T = bf16 (compute in f32 or wider, round
+// once on the write); the optimizer updates are f32 only.
 #pragma once
+
+#include "runtime/BFloat16.h"
 
 #include <cstdint>
 #include <string>
@@ -14,29 +18,36 @@ enum class UnaryKind { Neg, Exp, Log, Tanh, Sqrt, Rsqrt, Relu, Gelu };
 enum class BinaryKind { Add, Sub, Mul, Div };
 enum class ReduceKind { Sum, Mean, Max };
 
-void unary(UnaryKind kind, const float *in, float *out, int64_t n);
+template <typename T>
+void unary(UnaryKind kind, const T *in, T *out, int64_t n);
 
 /// out = lhs (op) rhs with NumPy broadcasting; shapes align at the last dimension.
-void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const float *rhs,
-            const Shape &rhsShape, float *out, const Shape &outShape);
+template <typename T>
+void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
+            const Shape &rhsShape, T *out, const Shape &outShape);
 
 /// For each of `batch` entries: C[m,n] = op(A)[m,k] * op(B)[k,n], row-major,
 /// where op transposes when asked; B is one matrix for all entries when `sharedB`.
-void matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m, int64_t n,
+template <typename T>
+void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
             int64_t k, bool transposeA, bool transposeB, bool sharedB);
 
 /// Reduces the listed (ascending) dimensions; `out` has the kept dimensions in order.
-void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vector<int64_t> &dims,
-            float *out);
+template <typename T>
+void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<int64_t> &dims,
+            T *out);
 
 /// Softmax (or log-softmax) along `axis`.
-void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax);
+template <typename T>
+void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax);
 
 /// Layer norm of `rows` rows of `width` elements.
-void layerNorm(const float *in, const float *scale, const float *bias, float *out, int64_t rows,
+template <typename T>
+void layerNorm(const T *in, const T *scale, const T *bias, T *out, int64_t rows,
                int64_t width, float eps);
 
-void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out);
+template <typename T>
+void transpose(const T *in, const Shape &shape, const std::vector<int64_t> &perm, T *out);
 
 /// Keeps [starts[d], limits[d]) of every dimension; any element type of
 /// `elementBytes` bytes.
@@ -49,49 +60,62 @@ void concat(const std::vector<const void *> &inputs, size_t elementBytes,
             const std::vector<Shape> &shapes, int64_t axis, void *out);
 
 /// out[i, :] = table[ids[i], :]; false with `error` set when an id is out of range.
-bool embedding(const float *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
-               float *out, std::string &error);
+template <typename T>
+bool embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
+               T *out, std::string &error);
 
 /// Sets element (i, j) of every trailing [s, s] block to `fill` where j > i:
 /// -inf for the mask itself, 0 for its gradient.
-void causalMask(const float *in, float *out, int64_t blocks, int64_t s, float fill);
+template <typename T>
+void causalMask(const T *in, T *out, int64_t blocks, int64_t s, float fill);
 
 /// Sum over `rows` of -log_softmax(logits[row])[targets[row]]; false with
 /// `error` set when a target is out of range.
-bool crossEntropy(const float *logits, const int64_t *targets, int64_t rows, int64_t classes,
-                  float *loss, std::string &error);
+template <typename T>
+bool crossEntropy(const T *logits, const int64_t *targets, int64_t rows, int64_t classes,
+                  T *loss, std::string &error);
 
 /// dx = dy where x > 0, else 0.
-void reluGrad(const float *x, const float *dy, float *dx, int64_t n);
+template <typename T>
+void reluGrad(const T *x, const T *dy, T *dx, int64_t n);
 /// dx = dy * gelu'(x), tanh form.
-void geluGrad(const float *x, const float *dy, float *dx, int64_t n);
+template <typename T>
+void geluGrad(const T *x, const T *dy, T *dx, int64_t n);
 /// With y = softmax(x) along `axis`: dx = y * (dy - sum(dy * y, axis)).
-void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis);
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, const Shape &shape, int64_t axis);
 
 /// exec.softmax: softmax over the last axis of causal_mask(in * *scale),
 /// the mask when `causal`, the scale when not null; rounds as the three
 /// ops do one after the other.
-void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+template <typename T>
+void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
                    const Shape &shape);
 /// exec.softmax_grad: softmaxGrad over the last axis, then 0 above the
 /// diagonal when `causal`, then times *scale when not null.
-void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
-                       float *dx, const Shape &shape);
+template <typename T>
+void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
+                       T *dx, const Shape &shape);
 /// Gradients of layer norm over `rows` rows of `width`; dscale and dbias sum over rows.
-void layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dscale,
-                   float *dbias, int64_t rows, int64_t width, float eps);
+template <typename T>
+void layerNormGrad(const T *x, const T *scale, const T *dy, T *dx, T *dscale,
+                   T *dbias, int64_t rows, int64_t width, float eps);
 /// table[rows, width] = sum of dy rows scattered by ids; false with `error`
 /// set when an id is out of range.
-bool embeddingGrad(const int64_t *ids, int64_t count, const float *dy, int64_t width, float *table,
+template <typename T>
+bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width, T *table,
                    int64_t rows, std::string &error);
 /// dlogits = (softmax(logits) - onehot(targets)) * lossGrad.
-bool crossEntropyGrad(const float *logits, const int64_t *targets, float lossGrad, int64_t rows,
-                      int64_t classes, float *dlogits, std::string &error);
+template <typename T>
+bool crossEntropyGrad(const T *logits, const int64_t *targets, float lossGrad, int64_t rows,
+                      int64_t classes, T *dlogits, std::string &error);
 /// Zero padding: `low[d]` before and `high[d]` after every dimension.
-void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
-         const std::vector<int64_t> &high, float *out);
+template <typename T>
+void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, T *out);
 /// NumPy broadcast of `in` to `outShape`.
-void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape);
+template <typename T>
+void broadcast(const T *in, const Shape &inShape, T *out, const Shape &outShape);
 
 /// SGD with momentum and weight decay (PyTorch semantics, no dampening).
 void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,

@@ -4,6 +4,7 @@
 // Kernels.h has the kernels underneath.
 #pragma once
 
+#include "runtime/Tensor.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <string>
@@ -40,29 +41,66 @@ inline MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Sha
 
 /// graph.matmul: c = op(a) x op(b), batched over c's leading dimensions; a
 /// rank-2 `b` is shared by every batch entry.
-void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,
-              const Shape &cShape, bool transposeA, bool transposeB);
+/// exec.convert: f32 <-> bf16, element by element (to bf16: nearest, ties
+/// to even).
+template <typename From, typename To> void convert(const From *in, To *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(in[i]);
+}
+
+template <typename T>
+void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
+              const Shape &cShape, bool transposeA, bool transposeB) {
+  MatmulDims g = matmulDims(aShape, bShape, cShape, transposeA);
+  matmul(a, b, c, g.batch, g.m, g.n, g.k, transposeA, transposeB, g.sharedB);
+}
 
 /// graph.layer_norm over the last dimension of `shape`.
-void layerNormOp(const float *x, const float *scale, const float *bias, float *y,
-                 const Shape &shape, float eps);
-void layerNormGradOp(const float *x, const float *scale, const float *dy, float *dx,
-                     float *dscale, float *dbias, const Shape &shape, float eps);
+template <typename T>
+void layerNormOp(const T *x, const T *scale, const T *bias, T *y, const Shape &shape, float eps) {
+  int64_t width = shape.back();
+  layerNorm(x, scale, bias, y, sbprt::numElements(shape) / width, width, eps);
+}
+template <typename T>
+void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx, T *dscale, T *dbias,
+                     const Shape &shape, float eps) {
+  int64_t width = shape.back();
+  layerNormGrad(x, scale, dy, dx, dscale, dbias, sbprt::numElements(shape) / width, width, eps);
+}
 
 /// graph.causal_mask (fill -inf) and its gradient (fill 0) on the trailing
 /// [s, s] blocks of `shape`.
-void causalMaskOp(const float *x, float *y, const Shape &shape, float fill);
+template <typename T> void causalMaskOp(const T *x, T *y, const Shape &shape, float fill) {
+  int64_t n = shape.back();
+  causalMask(x, y, sbprt::numElements(shape) / (n * n), n, fill);
+}
 
 /// graph.embedding: rows of `table` picked by `indices` (of `count` ids).
-bool embeddingOp(const float *table, const Shape &tableShape, const int64_t *indices,
-                 int64_t count, float *out, std::string &error);
-bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,
-                     const Shape &tableShape, float *table, std::string &error);
+template <typename T>
+bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices, int64_t count,
+                 T *out, std::string &error) {
+  return embedding(table, tableShape[0], tableShape[1], indices, count, out, error);
+}
+template <typename T>
+bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy, const Shape &tableShape,
+                     T *table, std::string &error) {
+  return embeddingGrad(indices, count, dy, tableShape[1], table, tableShape[0], error);
+}
 
 /// graph.cross_entropy: the sum over positions of `logits` (classes last).
-bool crossEntropyOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
-                    float *loss, std::string &error);
-bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
-                        const float *lossGrad, float *dlogits, std::string &error);
+template <typename T>
+bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets, T *loss,
+                    std::string &error) {
+  int64_t classes = logitsShape.back();
+  return crossEntropy(logits, targets, sbprt::numElements(logitsShape) / classes, classes, loss,
+                      error);
+}
+template <typename T>
+bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
+                        const T *lossGrad, T *dlogits, std::string &error) {
+  int64_t classes = logitsShape.back();
+  return crossEntropyGrad(logits, targets, static_cast<float>(*lossGrad),
+                          sbprt::numElements(logitsShape) / classes, classes, dlogits, error);
+}
 
 } // namespace sbprt::cpu

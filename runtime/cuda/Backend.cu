@@ -17,7 +17,7 @@ int envInt(std::initializer_list<const char *> names, int fallback) {
   return fallback;
 }
 
-__global__ void fillKernel(float *dst, int64_t n, float value) {
+template <typename T> __global__ void fillKernel(T *dst, int64_t n, T value) {
   SBPRT_FOR_EACH(i, n) dst[i] = value;
 }
 
@@ -221,10 +221,16 @@ bool Backend::copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPi
   return ok(cuda::copyRows(dst, dstPitch, src, srcPitch, width, rows), "copying rows", error);
 }
 
-bool Backend::fill(float *dst, int64_t n, float value, std::string &error) {
+bool Backend::fill(void *dst, int64_t n, float value, size_t elementBytes,
+                   std::string &error) {
   if (n == 0)
     return true;
-  fillKernel<<<blocksFor(n), kThreads, 0, context().stream>>>(dst, n, value);
+  if (elementBytes == sizeof(bf16))
+    fillKernel<<<blocksFor(n), kThreads, 0, context().stream>>>(static_cast<bf16 *>(dst), n,
+                                                                 bf16(value));
+  else
+    fillKernel<<<blocksFor(n), kThreads, 0, context().stream>>>(static_cast<float *>(dst), n,
+                                                                 value);
   return ok(cudaGetLastError(), "filling", error);
 }
 

@@ -26,7 +26,8 @@ public:
   bool download(void *dst, const void *src, size_t bytes, std::string &error) override;
   bool copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
                 size_t rows, std::string &error) override;
-  bool fill(float *dst, int64_t n, float value, std::string &error) override;
+  bool fill(void *dst, int64_t n, float value, size_t elementBytes,
+            std::string &error) override;
   bool synchronize(std::string &error) override;
 };
 

@@ -77,10 +77,11 @@ public:
   int64_t rank() const override { return mpi_->rank(); }
   int64_t size() const override { return mpi_->size(); }
 
-  void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *) override {
+  void allReduce(size_t axis, void *data, const Local &in, Reduce op, void *) override {
     if (!count(Kind::AllReduce, axis, in))
       return;
-    check(ncclAllReduce(data, data, in.elements(), ncclFloat, ncclOp(op), comms_[axis], stream_),
+    check(ncclAllReduce(data, data, in.elements(), ncclType(in), ncclOp(op), comms_[axis],
+                        stream_),
           "all-reduce");
   }
 
@@ -100,21 +101,21 @@ public:
               inShape.bytes() / outer, /*unpack=*/true);
   }
 
-  void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
-                     float *out, void *scratch) override {
+  void reduceScatter(size_t axis, const void *in, const Local &inShape, int64_t dim, Reduce op,
+                     void *out, void *scratch) override {
     int64_t p = mesh_.shape[axis], outer = outerOf(inShape.shape, dim);
     if (!count(Kind::ReduceScatter, axis, inShape)) {
       check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
             "reduce-scatter");
       return;
     }
-    const float *blocks = in;
+    const void *blocks = in;
     if (outer > 1) {
-      regroup(static_cast<char *>(scratch), reinterpret_cast<const char *>(in), outer, p,
+      regroup(static_cast<char *>(scratch), static_cast<const char *>(in), outer, p,
               inShape.bytes() / outer / p, /*unpack=*/false);
-      blocks = static_cast<const float *>(scratch);
+      blocks = scratch;
     }
-    check(ncclReduceScatter(blocks, out, inShape.elements() / p, ncclFloat, ncclOp(op),
+    check(ncclReduceScatter(blocks, out, inShape.elements() / p, ncclType(inShape), ncclOp(op),
                             comms_[axis], stream_),
           "reduce-scatter");
   }
@@ -191,6 +192,10 @@ public:
 
 private:
   static ncclRedOp_t ncclOp(Reduce op) { return op == Reduce::Sum ? ncclSum : ncclMax; }
+  /// Reduced elements are f32 or bf16 (Communicator.h).
+  static ncclDataType_t ncclType(const Local &in) {
+    return in.elementBytes == sizeof(bf16) ? ncclBfloat16 : ncclFloat;
+  }
 
   /// Adds what the ring algorithm sends; false when the group is one rank.
   bool count(Kind kind, size_t axis, const Local &in, int64_t root = 0) {
@@ -214,9 +219,9 @@ public:
   int64_t rank() const override { return mpi_->rank(); }
   int64_t size() const override { return mpi_->size(); }
 
-  void allReduce(size_t axis, float *data, const Local &in, Reduce op, void *) override {
+  void allReduce(size_t axis, void *data, const Local &in, Reduce op, void *) override {
     void *host = toHost(in_, data, in.bytes());
-    mpi_->allReduce(axis, static_cast<float *>(host), in, op, scratch(Kind::AllReduce, axis, in, 0));
+    mpi_->allReduce(axis, host, in, op, scratch(Kind::AllReduce, axis, in, 0));
     toDevice(data, host, in.bytes());
   }
   void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
@@ -227,13 +232,12 @@ public:
     mpi_->allGather(axis, host, inShape, dim, out_.data(), scratch(Kind::AllGather, axis, inShape, dim));
     toDevice(out, out_.data(), outBytes);
   }
-  void reduceScatter(size_t axis, const float *in, const Local &inShape, int64_t dim, Reduce op,
-                     float *out, void *) override {
+  void reduceScatter(size_t axis, const void *in, const Local &inShape, int64_t dim, Reduce op,
+                     void *out, void *) override {
     size_t outBytes = inShape.bytes() / mesh_.shape[axis];
     void *host = toHost(in_, in, inShape.bytes());
     out_.resize(outBytes);
-    mpi_->reduceScatter(axis, static_cast<const float *>(host), inShape, dim, op,
-                        reinterpret_cast<float *>(out_.data()),
+    mpi_->reduceScatter(axis, host, inShape, dim, op, out_.data(),
                         scratch(Kind::ReduceScatter, axis, inShape, dim));
     toDevice(out, out_.data(), outBytes);
   }

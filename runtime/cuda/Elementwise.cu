@@ -10,11 +10,13 @@
 namespace sbprt::cuda {
 namespace {
 
-__global__ void unaryKernel(UnaryKind kind, const float *in, float *out, int64_t n) {
+template <typename T>
+__global__ void unaryKernel(UnaryKind kind, const T *in, T *out, int64_t n) {
   SBPRT_FOR_EACH(i, n) out[i] = elementwise::unary(kind, in[i]);
 }
 
-__global__ void binaryKernel(BinaryKind kind, const float *lhs, const float *rhs, float *out,
+template <typename T>
+__global__ void binaryKernel(BinaryKind kind, const T *lhs, const T *rhs, T *out,
                              int64_t n, Strided view) {
   SBPRT_FOR_EACH(i, n) {
     int64_t l, r;
@@ -34,18 +36,21 @@ __global__ void stridedCopyKernel(const T *in, T *out, int64_t n, Strided view) 
   }
 }
 
-__global__ void causalMaskKernel(const float *in, float *out, int64_t n, int64_t s, float fill) {
+template <typename T>
+__global__ void causalMaskKernel(const T *in, T *out, int64_t n, int64_t s, float fill) {
   SBPRT_FOR_EACH(at, n) {
     int64_t j = at % s, i = (at / s) % s;
-    out[at] = j > i ? fill : in[at];
+    out[at] = j > i ? T(fill) : in[at];
   }
 }
 
-__global__ void reluGradKernel(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T>
+__global__ void reluGradKernel(const T *x, const T *dy, T *dx, int64_t n) {
   SBPRT_FOR_EACH(i, n) dx[i] = elementwise::reluGrad(x[i], dy[i]);
 }
 
-__global__ void geluGradKernel(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T>
+__global__ void geluGradKernel(const T *x, const T *dy, T *dx, int64_t n) {
   SBPRT_FOR_EACH(i, n) dx[i] = elementwise::geluGrad(x[i], dy[i]);
 }
 
@@ -70,6 +75,11 @@ __global__ void adamwKernel(const float *param, const float *grad, const float *
   }
 }
 
+template <typename From, typename To>
+__global__ void convertKernel(const From *in, To *out, int64_t n) {
+  SBPRT_FOR_EACH(i, n) out[i] = static_cast<float>(in[i]);
+}
+
 /// Runs stridedCopyKernel on `elementBytes`-byte elements.
 void stridedCopy(const void *in, void *out, size_t elementBytes, int64_t n, const Strided &view,
                  const char *what) {
@@ -78,6 +88,9 @@ void stridedCopy(const void *in, void *out, size_t elementBytes, int64_t n, cons
   if (elementBytes == 8)
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
         static_cast<const int64_t *>(in), static_cast<int64_t *>(out), n, view);
+  else if (elementBytes == 2)
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+        static_cast<const uint16_t *>(in), static_cast<uint16_t *>(out), n, view);
   else
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
         static_cast<const float *>(in), static_cast<float *>(out), n, view);
@@ -96,15 +109,17 @@ void upload(void *dst, const void *src, size_t bytes) {
   check(cudaStreamSynchronize(stream()), "upload");
 }
 
-void unary(UnaryKind kind, const float *in, float *out, int64_t n) {
+template <typename T>
+void unary(UnaryKind kind, const T *in, T *out, int64_t n) {
   if (n == 0)
     return;
   unaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, in, out, n);
   launched("unary");
 }
 
-void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const float *rhs,
-            const Shape &rhsShape, float *out, const Shape &outShape) {
+template <typename T>
+void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
+            const Shape &rhsShape, T *out, const Shape &outShape) {
   int64_t n = elementsOf(outShape);
   if (n == 0)
     return;
@@ -119,17 +134,19 @@ void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const floa
   launched("binary");
 }
 
-void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape) {
+template <typename T>
+void broadcast(const T *in, const Shape &inShape, T *out, const Shape &outShape) {
   Strided view = stridedOf(outShape);
   std::vector<int64_t> to = stridesOf(outShape), from = broadcastStrides(inShape, outShape);
   for (size_t d = 0; d < outShape.size(); ++d) {
     view.stride[0][d] = to[d];
     view.stride[1][d] = from[d];
   }
-  stridedCopy(in, out, sizeof(float), elementsOf(outShape), view, "broadcast");
+  stridedCopy(in, out, sizeof(T), elementsOf(outShape), view, "broadcast");
 }
 
-void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out) {
+template <typename T>
+void transpose(const T *in, const Shape &shape, const std::vector<int64_t> &perm, T *out) {
   Shape outShape;
   for (int64_t p : perm)
     outShape.push_back(shape[p]);
@@ -139,7 +156,7 @@ void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &
     view.stride[0][d] = to[d];
     view.stride[1][d] = from[perm[d]];
   }
-  stridedCopy(in, out, sizeof(float), elementsOf(outShape), view, "transpose");
+  stridedCopy(in, out, sizeof(T), elementsOf(outShape), view, "transpose");
 }
 
 void slice(const void *in, size_t elementBytes, const Shape &shape,
@@ -157,13 +174,14 @@ void slice(const void *in, size_t elementBytes, const Shape &shape,
   stridedCopy(in, out, elementBytes, elementsOf(outShape), view, "slice");
 }
 
-void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
-         const std::vector<int64_t> &high, float *out) {
+template <typename T>
+void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, T *out) {
   Shape outShape;
   for (size_t d = 0; d < shape.size(); ++d)
     outShape.push_back(low[d] + shape[d] + high[d]);
   int64_t n = elementsOf(outShape);
-  check(cudaMemsetAsync(out, 0, n * sizeof(float), stream()), "pad");
+  check(cudaMemsetAsync(out, 0, n * sizeof(T), stream()), "pad");
   Strided view = stridedOf(shape);
   std::vector<int64_t> to = stridesOf(outShape), from = stridesOf(shape);
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -171,7 +189,7 @@ void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
     view.stride[1][d] = from[d];
     view.start[0] += low[d] * to[d];
   }
-  stridedCopy(in, out, sizeof(float), elementsOf(shape), view, "pad");
+  stridedCopy(in, out, sizeof(T), elementsOf(shape), view, "pad");
 }
 
 void concat(const std::vector<const void *> &inputs, size_t elementBytes,
@@ -193,7 +211,8 @@ void concat(const std::vector<const void *> &inputs, size_t elementBytes,
   }
 }
 
-void causalMaskOp(const float *x, float *y, const Shape &shape, float fill) {
+template <typename T>
+void causalMaskOp(const T *x, T *y, const Shape &shape, float fill) {
   int64_t n = elementsOf(shape);
   if (n == 0)
     return;
@@ -201,18 +220,27 @@ void causalMaskOp(const float *x, float *y, const Shape &shape, float fill) {
   launched("causal mask");
 }
 
-void reluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T>
+void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   if (n == 0)
     return;
   reluGradKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, dy, dx, n);
   launched("relu gradient");
 }
 
-void geluGrad(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T>
+void geluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   if (n == 0)
     return;
   geluGradKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, dy, dx, n);
   launched("gelu gradient");
+}
+
+template <typename From, typename To> void convert(const From *in, To *out, int64_t n) {
+  if (n == 0)
+    return;
+  convertKernel<<<blocksFor(n), kThreads, 0, stream()>>>(in, out, n);
+  launched("convert");
 }
 
 void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,
@@ -234,5 +262,23 @@ void adamwUpdateOp(const float *param, const float *grad, const float *m, const 
                                                        newV);
   launched("adamw update");
 }
+
+// Both storage types (Ops.h).
+#define SBPRT_CUDA_ELEMENTWISE(T)                                                               \
+  template void unary(UnaryKind, const T *, T *, int64_t);                                     \
+  template void binary(BinaryKind, const T *, const Shape &, const T *, const Shape &, T *,    \
+                       const Shape &);                                                         \
+  template void broadcast(const T *, const Shape &, T *, const Shape &);                       \
+  template void transpose(const T *, const Shape &, const std::vector<int64_t> &, T *);        \
+  template void pad(const T *, const Shape &, const std::vector<int64_t> &,                    \
+                    const std::vector<int64_t> &, T *);                                        \
+  template void causalMaskOp(const T *, T *, const Shape &, float);                            \
+  template void reluGrad(const T *, const T *, T *, int64_t);                                  \
+  template void geluGrad(const T *, const T *, T *, int64_t);
+
+SBPRT_CUDA_ELEMENTWISE(float)
+SBPRT_CUDA_ELEMENTWISE(bf16)
+template void convert(const float *, bf16 *, int64_t);
+template void convert(const bf16 *, float *, int64_t);
 
 } // namespace sbprt::cuda

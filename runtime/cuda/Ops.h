@@ -7,7 +7,9 @@
 //
 // Results agree with the CPU kernels to float rounding: reductions run in
 // a fixed order (bit-identical run to run), sums accumulate in double
-// where the CPU's do, GEMMs are cuBLAS in full f32 (no TF32).
+// where the CPU's do, GEMMs are cuBLAS in full f32 (no TF32). The float
+// ops are instantiated for f32 and bf16 storage, as on the CPU (bf16:
+// f32 arithmetic, one rounding per write; GEMMs accumulate in f32).
 #pragma once
 
 #include "runtime/cpu/Kernels.h"
@@ -28,43 +30,65 @@ using cpu::UnaryKind;
 void copy(void *dst, const void *src, size_t bytes);
 /// From host memory (the program's constants) into the arena.
 void upload(void *dst, const void *src, size_t bytes);
+/// exec.convert: f32 <-> bf16.
+template <typename From, typename To> void convert(const From *in, To *out, int64_t n);
 
-void unary(UnaryKind kind, const float *in, float *out, int64_t n);
-void binary(BinaryKind kind, const float *lhs, const Shape &lhsShape, const float *rhs,
-            const Shape &rhsShape, float *out, const Shape &outShape);
-void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vector<int64_t> &dims,
-            float *out);
-void matmulOp(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *c,
+template <typename T>
+void unary(UnaryKind kind, const T *in, T *out, int64_t n);
+template <typename T>
+void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
+            const Shape &rhsShape, T *out, const Shape &outShape);
+template <typename T>
+void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<int64_t> &dims,
+            T *out);
+template <typename T>
+void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
               const Shape &cShape, bool transposeA, bool transposeB);
-void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax);
-void layerNormOp(const float *x, const float *scale, const float *bias, float *y,
+template <typename T>
+void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax);
+template <typename T>
+void layerNormOp(const T *x, const T *scale, const T *bias, T *y,
                  const Shape &shape, float eps);
-void transpose(const float *in, const Shape &shape, const std::vector<int64_t> &perm, float *out);
+template <typename T>
+void transpose(const T *in, const Shape &shape, const std::vector<int64_t> &perm, T *out);
 void slice(const void *in, size_t elementBytes, const Shape &shape,
            const std::vector<int64_t> &starts, const std::vector<int64_t> &limits, void *out);
 void concat(const std::vector<const void *> &inputs, size_t elementBytes,
             const std::vector<Shape> &shapes, int64_t axis, void *out);
-bool embeddingOp(const float *table, const Shape &tableShape, const int64_t *indices,
-                 int64_t count, float *out, std::string &error);
-void causalMaskOp(const float *x, float *y, const Shape &shape, float fill);
-bool crossEntropyOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
-                    float *loss, std::string &error);
-bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
-                        const float *lossGrad, float *dlogits, std::string &error);
-void reluGrad(const float *x, const float *dy, float *dx, int64_t n);
-void geluGrad(const float *x, const float *dy, float *dx, int64_t n);
-void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis);
-void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+template <typename T>
+bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices,
+                 int64_t count, T *out, std::string &error);
+template <typename T>
+void causalMaskOp(const T *x, T *y, const Shape &shape, float fill);
+template <typename T>
+bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
+                    T *loss, std::string &error);
+template <typename T>
+bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
+                        const T *lossGrad, T *dlogits, std::string &error);
+template <typename T>
+void reluGrad(const T *x, const T *dy, T *dx, int64_t n);
+template <typename T>
+void geluGrad(const T *x, const T *dy, T *dx, int64_t n);
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, const Shape &shape, int64_t axis);
+template <typename T>
+void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
                    const Shape &shape);
-void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
-                       float *dx, const Shape &shape);
-void layerNormGradOp(const float *x, const float *scale, const float *dy, float *dx,
-                     float *dscale, float *dbias, const Shape &shape, float eps);
-bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,
-                     const Shape &tableShape, float *table, std::string &error);
-void pad(const float *in, const Shape &shape, const std::vector<int64_t> &low,
-         const std::vector<int64_t> &high, float *out);
-void broadcast(const float *in, const Shape &inShape, float *out, const Shape &outShape);
+template <typename T>
+void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
+                       T *dx, const Shape &shape);
+template <typename T>
+void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
+                     T *dscale, T *dbias, const Shape &shape, float eps);
+template <typename T>
+bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy,
+                     const Shape &tableShape, T *table, std::string &error);
+template <typename T>
+void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
+         const std::vector<int64_t> &high, T *out);
+template <typename T>
+void broadcast(const T *in, const Shape &inShape, T *out, const Shape &outShape);
 void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,
                double momentum, double weightDecay, float *newParam, float *newVelocity);
 void adamwUpdateOp(const float *param, const float *grad, const float *m, const float *v,

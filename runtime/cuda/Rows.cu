@@ -22,7 +22,8 @@ struct Max {
 
 /// Output r reduces the elements of `in` at kept.offsets(r) +
 /// reduced.offsets(j) for every j of `reduced`.
-__global__ void reduceKernel(ReduceKind kind, const float *in, float *out, Strided kept,
+template <typename T>
+__global__ void reduceKernel(ReduceKind kind, const T *in, T *out, Strided kept,
                              Strided reduced, int64_t reducedCount) {
   __shared__ double sums[kRowThreads / 32];
   __shared__ float maxes[kRowThreads / 32];
@@ -53,7 +54,8 @@ __global__ void reduceKernel(ReduceKind kind, const float *in, float *out, Strid
 /// over the batch ([8, 3072, 768] over its first axis is 2.4 million
 /// outputs of 8), where a block per output would leave nearly every thread
 /// idle. Consecutive outputs read consecutive addresses.
-__global__ void reduceOutputsKernel(ReduceKind kind, const float *in, float *out, Strided kept,
+template <typename T>
+__global__ void reduceOutputsKernel(ReduceKind kind, const T *in, T *out, Strided kept,
                                     Strided reduced, int64_t outputs, int64_t reducedCount) {
   SBPRT_FOR_EACH(o, outputs) {
     int64_t base, at, unused;
@@ -82,7 +84,8 @@ __device__ void lineOf(int64_t line, int64_t width, int64_t inner, int64_t &offs
 
 /// The max of a line of `width` elements `stride` apart, and the sum of
 /// exp(x - max) over it, on every thread of the block.
-__device__ void lineMaxAndSum(const float *x, int64_t width, int64_t stride, float &best,
+template <typename T>
+__device__ void lineMaxAndSum(const T *x, int64_t width, int64_t stride, float &best,
                               double &sum) {
   __shared__ float maxes[kRowThreads / 32];
   __shared__ double sums[kRowThreads / 32];
@@ -96,11 +99,12 @@ __device__ void lineMaxAndSum(const float *x, int64_t width, int64_t stride, flo
   sum = blockReduce(sum, sums, Sum());
 }
 
-__global__ void softmaxKernel(const float *in, float *out, int64_t width, int64_t inner,
+template <typename T>
+__global__ void softmaxKernel(const T *in, T *out, int64_t width, int64_t inner,
                               bool logSoftmax) {
   int64_t offset, stride;
   lineOf(blockIdx.x, width, inner, offset, stride);
-  const float *x = in + offset;
+  const T *x = in + offset;
   float best;
   double sum;
   lineMaxAndSum(x, width, stride, best, sum);
@@ -111,7 +115,8 @@ __global__ void softmaxKernel(const float *in, float *out, int64_t width, int64_
   }
 }
 
-__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t width,
+template <typename T>
+__global__ void softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t width,
                                   int64_t inner) {
   __shared__ double sums[kRowThreads / 32];
   int64_t offset, stride;
@@ -130,16 +135,17 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, in
 /// diagonal (row r is query r % width of its block) and softmaxed, reading
 /// only the keys it keeps (the sums gain exact zeros from the rest, so the
 /// bits are softmaxKernel's on the masked scores).
-__global__ void scaledSoftmaxKernel(const float *in, const float *scale, bool causal, float *out,
+template <typename T>
+__global__ void scaledSoftmaxKernel(const T *in, const T *scale, bool causal, T *out,
                                     int64_t width) {
   __shared__ float maxes[kRowThreads / 32];
   __shared__ double sums[kRowThreads / 32];
   int64_t row = blockIdx.x;
-  const float *x = in + row * width;
-  float *y = out + row * width;
+  const T *x = in + row * width;
+  T *y = out + row * width;
   int64_t kept = causal ? row % width + 1 : width;
-  float s = scale ? *scale : 1.0f;
-  auto value = [&](int64_t j) { return scale ? x[j] * s : x[j]; };
+  float s = scale ? static_cast<float>(*scale) : 1.0f;
+  auto value = [&](int64_t j) { return scale ? x[j] * s : static_cast<float>(x[j]); };
   float best = -INFINITY;
   for (int64_t j = threadIdx.x; j < kept; j += blockDim.x)
     best = fmaxf(best, value(j));
@@ -154,8 +160,9 @@ __global__ void scaledSoftmaxKernel(const float *in, const float *scale, bool ca
 
 /// exec.softmax_grad: softmaxGradKernel's value on row blockIdx.x, then 0
 /// after the diagonal, then times the scale.
-__global__ void scaledSoftmaxGradKernel(const float *y, const float *dy, const float *scale,
-                                        bool causal, float *dx, int64_t width) {
+template <typename T>
+__global__ void scaledSoftmaxGradKernel(const T *y, const T *dy, const T *scale,
+                                        bool causal, T *dx, int64_t width) {
   __shared__ double sums[kRowThreads / 32];
   int64_t row = blockIdx.x, offset = row * width;
   int64_t kept = causal ? row % width + 1 : width;
@@ -168,13 +175,14 @@ __global__ void scaledSoftmaxGradKernel(const float *y, const float *dy, const f
     if (j >= kept)
       g = 0.0f;
     if (scale)
-      g *= *scale;
+      g *= static_cast<float>(*scale);
     dx[offset + j] = g;
   }
 }
 
 /// Mean and 1 / sqrt(variance + eps) of row `x` of `width`, on every thread.
-__device__ void rowMoments(const float *x, int64_t width, float eps, double *shared, double &mean,
+template <typename T>
+__device__ void rowMoments(const T *x, int64_t width, float eps, double *shared, double &mean,
                            double &rstd) {
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
@@ -187,10 +195,11 @@ __device__ void rowMoments(const float *x, int64_t width, float eps, double *sha
   rstd = 1.0 / sqrt(var + eps);
 }
 
-__global__ void layerNormKernel(const float *in, const float *scale, const float *bias, float *out,
+template <typename T>
+__global__ void layerNormKernel(const T *in, const T *scale, const T *bias, T *out,
                                 int64_t width, float eps) {
   __shared__ double shared[kRowThreads / 32];
-  const float *x = in + blockIdx.x * width;
+  const T *x = in + blockIdx.x * width;
   double mean, rstd;
   rowMoments(x, width, eps, shared, mean, rstd);
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
@@ -199,10 +208,11 @@ __global__ void layerNormKernel(const float *in, const float *scale, const float
 
 /// dx of each row, and the row's mean and rstd into `moments` for the
 /// column sums.
-__global__ void layerNormGradRowsKernel(const float *x, const float *scale, const float *dy,
-                                        float *dx, double *moments, int64_t width, float eps) {
+template <typename T>
+__global__ void layerNormGradRowsKernel(const T *x, const T *scale, const T *dy,
+                                        T *dx, double *moments, int64_t width, float eps) {
   __shared__ double shared[kRowThreads / 32];
-  const float *xr = x + blockIdx.x * width, *dyr = dy + blockIdx.x * width;
+  const T *xr = x + blockIdx.x * width, *dyr = dy + blockIdx.x * width;
   double mean, rstd;
   rowMoments(xr, width, eps, shared, mean, rstd);
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale.
@@ -232,7 +242,8 @@ __global__ void layerNormGradRowsKernel(const float *x, const float *scale, cons
 /// thread per column would leave most of it idle for thousands of rows).
 constexpr int kColumnLanes = 8;
 
-__global__ void layerNormGradPartialsKernel(const float *x, const float *dy,
+template <typename T>
+__global__ void layerNormGradPartialsKernel(const T *x, const T *dy,
                                             const double *moments, double *partial,
                                             int64_t rows, int64_t width, int64_t rowsPerChunk) {
   __shared__ double scaleSums[kColumnLanes][32], biasSums[kColumnLanes][32];
@@ -259,8 +270,9 @@ __global__ void layerNormGradPartialsKernel(const float *x, const float *dy,
   }
 }
 
+template <typename T>
 __global__ void layerNormGradColumnsKernel(const double *partial, int64_t chunks, int64_t width,
-                                           float *dscale, float *dbias) {
+                                           T *dscale, T *dbias) {
   SBPRT_FOR_EACH(i, width) {
     double scaleSum = 0.0, biasSum = 0.0;
     for (int64_t c = 0; c < chunks; ++c) {
@@ -273,9 +285,10 @@ __global__ void layerNormGradColumnsKernel(const double *partial, int64_t chunks
 }
 
 /// rowLoss[r] = -log_softmax(logits[r])[targets[r]].
-__global__ void crossEntropyRowsKernel(const float *logits, const int64_t *targets,
+template <typename T>
+__global__ void crossEntropyRowsKernel(const T *logits, const int64_t *targets,
                                        double *rowLoss, int64_t classes) {
-  const float *x = logits + blockIdx.x * classes;
+  const T *x = logits + blockIdx.x * classes;
   float best;
   double sum;
   lineMaxAndSum(x, classes, 1, best, sum);
@@ -287,16 +300,18 @@ __global__ void crossEntropyRowsKernel(const float *logits, const int64_t *targe
 }
 
 /// The rows' losses summed in row order.
-__global__ void sumRowsKernel(const double *rowLoss, int64_t rows, float *loss) {
+template <typename T>
+__global__ void sumRowsKernel(const double *rowLoss, int64_t rows, T *loss) {
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r)
     total += rowLoss[r];
   *loss = static_cast<float>(total);
 }
 
-__global__ void crossEntropyGradKernel(const float *logits, const int64_t *targets,
-                                       const float *lossGrad, float *dlogits, int64_t classes) {
-  const float *x = logits + blockIdx.x * classes;
+template <typename T>
+__global__ void crossEntropyGradKernel(const T *logits, const int64_t *targets,
+                                       const T *lossGrad, T *dlogits, int64_t classes) {
+  const T *x = logits + blockIdx.x * classes;
   float best;
   double sum;
   lineMaxAndSum(x, classes, 1, best, sum);
@@ -310,7 +325,8 @@ __global__ void crossEntropyGradKernel(const float *logits, const int64_t *targe
   }
 }
 
-__global__ void embeddingKernel(const float *table, const int64_t *ids, float *out, int64_t count,
+template <typename T>
+__global__ void embeddingKernel(const T *table, const int64_t *ids, T *out, int64_t count,
                                 int64_t width) {
   SBPRT_FOR_EACH(at, count * width) out[at] = table[ids[at / width] * width + at % width];
 }
@@ -318,9 +334,10 @@ __global__ void embeddingKernel(const float *table, const int64_t *ids, float *o
 /// Block k sums, for table row rows[k], the rows of dy at positions
 /// positions[starts[k]] .. positions[starts[k + 1] - 1], in position order
 /// as the CPU does (deterministic, no atomics).
+template <typename T>
 __global__ void embeddingGradKernel(const int64_t *rows, const int64_t *starts,
-                                    const int64_t *positions, const float *dy, int64_t width,
-                                    float *table) {
+                                    const int64_t *positions, const T *dy, int64_t width,
+                                    T *table) {
   int64_t row = rows[blockIdx.x], begin = starts[blockIdx.x], end = starts[blockIdx.x + 1];
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
     float sum = 0.0f;
@@ -341,8 +358,9 @@ void linesOf(const Shape &shape, int64_t axis, int64_t &lines, int64_t &width, i
 
 } // namespace
 
-void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vector<int64_t> &dims,
-            float *out) {
+template <typename T>
+void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<int64_t> &dims,
+            T *out) {
   std::vector<int64_t> strides = stridesOf(shape), keptShape, reducedShape, keptStrides,
                        reducedStrides;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
@@ -368,7 +386,8 @@ void reduce(ReduceKind kind, const float *in, const Shape &shape, const std::vec
   launched("reduce");
 }
 
-void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool logSoftmax) {
+template <typename T>
+void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax) {
   int64_t lines, width, inner;
   linesOf(shape, axis, lines, width, inner);
   if (lines == 0)
@@ -377,7 +396,8 @@ void softmax(const float *in, float *out, const Shape &shape, int64_t axis, bool
   launched("softmax");
 }
 
-void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape, int64_t axis) {
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, const Shape &shape, int64_t axis) {
   int64_t lines, width, inner;
   linesOf(shape, axis, lines, width, inner);
   if (lines == 0)
@@ -386,7 +406,8 @@ void softmaxGrad(const float *y, const float *dy, float *dx, const Shape &shape,
   launched("softmax gradient");
 }
 
-void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
+template <typename T>
+void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
                    const Shape &shape) {
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
@@ -395,8 +416,9 @@ void scaledSoftmax(const float *in, const float *scale, bool causal, float *out,
   launched("softmax");
 }
 
-void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool causal,
-                       float *dx, const Shape &shape) {
+template <typename T>
+void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
+                       T *dx, const Shape &shape) {
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
     return;
@@ -404,7 +426,8 @@ void scaledSoftmaxGrad(const float *y, const float *dy, const float *scale, bool
   launched("softmax gradient");
 }
 
-void layerNormOp(const float *x, const float *scale, const float *bias, float *y,
+template <typename T>
+void layerNormOp(const T *x, const T *scale, const T *bias, T *y,
                  const Shape &shape, float eps) {
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
@@ -413,14 +436,15 @@ void layerNormOp(const float *x, const float *scale, const float *bias, float *y
   launched("layer norm");
 }
 
-void layerNormGradOp(const float *x, const float *scale, const float *dy, float *dx,
-                     float *dscale, float *dbias, const Shape &shape, float eps) {
+template <typename T>
+void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
+                     T *dscale, T *dbias, const Shape &shape, float eps) {
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (width == 0)
     return;
   if (rows == 0) { // no rows: the weight gradients are sums of nothing
-    check(cudaMemsetAsync(dscale, 0, width * sizeof(float), stream()), "layer norm gradient");
-    check(cudaMemsetAsync(dbias, 0, width * sizeof(float), stream()), "layer norm gradient");
+    check(cudaMemsetAsync(dscale, 0, width * sizeof(T), stream()), "layer norm gradient");
+    check(cudaMemsetAsync(dbias, 0, width * sizeof(T), stream()), "layer norm gradient");
     return;
   }
   // Chunks of at least 64 rows, at most 256 chunks: [moments | partials].
@@ -441,8 +465,9 @@ void layerNormGradOp(const float *x, const float *scale, const float *dy, float 
   launched("layer norm gradient");
 }
 
-bool crossEntropyOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
-                    float *loss, std::string &error) {
+template <typename T>
+bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
+                    T *loss, std::string &error) {
   int64_t classes = logitsShape.back(), rows = classes ? elementsOf(logitsShape) / classes : 0;
   if (!checkIds(targets, rows, classes, "target", "classes", error))
     return false;
@@ -454,8 +479,9 @@ bool crossEntropyOp(const float *logits, const Shape &logitsShape, const int64_t
   return true;
 }
 
-bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int64_t *targets,
-                        const float *lossGrad, float *dlogits, std::string &error) {
+template <typename T>
+bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
+                        const T *lossGrad, T *dlogits, std::string &error) {
   int64_t classes = logitsShape.back(), rows = classes ? elementsOf(logitsShape) / classes : 0;
   if (!checkIds(targets, rows, classes, "target", "classes", error))
     return false;
@@ -467,8 +493,9 @@ bool crossEntropyGradOp(const float *logits, const Shape &logitsShape, const int
   return true;
 }
 
-bool embeddingOp(const float *table, const Shape &tableShape, const int64_t *indices,
-                 int64_t count, float *out, std::string &error) {
+template <typename T>
+bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices,
+                 int64_t count, T *out, std::string &error) {
   if (!checkIds(indices, count, tableShape[0], "index", "table rows", error))
     return false;
   int64_t width = tableShape[1];
@@ -480,13 +507,14 @@ bool embeddingOp(const float *table, const Shape &tableShape, const int64_t *ind
   return true;
 }
 
-bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,
-                     const Shape &tableShape, float *table, std::string &error) {
+template <typename T>
+bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy,
+                     const Shape &tableShape, T *table, std::string &error) {
   std::vector<int64_t> ids;
   if (!checkIds(indices, count, tableShape[0], "index", "table rows", error, &ids))
     return false;
   int64_t width = tableShape[1];
-  check(cudaMemsetAsync(table, 0, tableShape[0] * width * sizeof(float), stream()),
+  check(cudaMemsetAsync(table, 0, tableShape[0] * width * sizeof(T), stream()),
         "embedding gradient");
   if (count * width == 0)
     return true;
@@ -517,5 +545,27 @@ bool embeddingGradOp(const int64_t *indices, int64_t count, const float *dy,
   check(cudaStreamSynchronize(stream()), "embedding gradient");
   return true;
 }
+
+// Both storage types (Ops.h).
+#define SBPRT_CUDA_ROWS(T)                                                                      \
+  template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &,     \
+                       T *);                                                                   \
+  template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \
+  template void softmaxGrad(const T *, const T *, T *, const Shape &, int64_t);                \
+  template void scaledSoftmax(const T *, const T *, bool, T *, const Shape &);                 \
+  template void scaledSoftmaxGrad(const T *, const T *, const T *, bool, T *, const Shape &);  \
+  template void layerNormOp(const T *, const T *, const T *, T *, const Shape &, float);       \
+  template void layerNormGradOp(const T *, const T *, const T *, T *, T *, T *, const Shape &, \
+                                float);                                                        \
+  template bool crossEntropyOp(const T *, const Shape &, const int64_t *, T *, std::string &); \
+  template bool crossEntropyGradOp(const T *, const Shape &, const int64_t *, const T *, T *,  \
+                                   std::string &);                                             \
+  template bool embeddingOp(const T *, const Shape &, const int64_t *, int64_t, T *,           \
+                            std::string &);                                                    \
+  template bool embeddingGradOp(const int64_t *, int64_t, const T *, const Shape &, T *,       \
+                                std::string &);
+
+SBPRT_CUDA_ROWS(float)
+SBPRT_CUDA_ROWS(bf16)
 
 } // namespace sbprt::cuda

@@ -95,8 +95,11 @@ public:
                    static_cast<const char *>(src) + row * srcPitch, width);
     return true;
   }
-  bool fill(float *dst, int64_t n, float value, std::string &) override {
-    std::fill(dst, dst + n, value);
+  bool fill(void *dst, int64_t n, float value, size_t elementBytes, std::string &) override {
+    if (elementBytes == sizeof(sbprt::bf16))
+      std::fill_n(static_cast<sbprt::bf16 *>(dst), n, sbprt::bf16(value));
+    else
+      std::fill_n(static_cast<float *>(dst), n, value);
     return true;
   }
 };
@@ -303,10 +306,12 @@ void Rank::endRepeat() {
 }
 
 void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
-                const std::vector<int64_t> &stored, const NdSbp &layout, void *dst) {
+                const std::vector<int64_t> &stored, const NdSbp &layout, void *dst,
+                bool bf16) {
   IoTimer timer(*this);
   Block block = blockOf(info_.mesh, layout, global, rank_);
-  size_t bytes = static_cast<size_t>(numElements(block.sizes)) * dtypeSize(dtype);
+  size_t bytes = static_cast<size_t>(numElements(block.sizes)) *
+                 (bf16 ? sizeof(sbprt::bf16) : dtypeSize(dtype));
   // A partial sum is held by coordinate 0 of its axes, zeros elsewhere; a
   // partial max may be held by everyone.
   for (size_t axis = 0; axis < layout.size(); ++axis)
@@ -353,11 +358,16 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
       fail(file->second + ": " + what + " has dtype " + dtypeName(shard.dtype()) +
            ", expected " + dtypeName(dtype));
   }
+  if (bf16) {
+    std::vector<sbprt::bf16> rounded(shard.as<float>(), shard.as<float>() + shard.numElements());
+    check(backend_->upload(dst, rounded.data(), bytes, error), error);
+    return;
+  }
   check(backend_->upload(dst, shard.data(), bytes, error), error);
 }
 
 void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
-                 const NdSbp &layout, const void *src) {
+                 const NdSbp &layout, const void *src, bool bf16) {
   IoTimer timer(*this);
   for (size_t axis = 0; axis < layout.size(); ++axis)
     if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0)
@@ -365,7 +375,13 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
   Block block = blockOf(info_.mesh, layout, global, rank_);
   Tensor shard(dtype, block.sizes);
   std::string error;
-  check(backend_->download(shard.data(), src, shard.numBytes(), error), error);
+  if (bf16) {
+    std::vector<sbprt::bf16> held(shard.numElements());
+    check(backend_->download(held.data(), src, held.size() * sizeof(sbprt::bf16), error), error);
+    std::copy(held.begin(), held.end(), shard.as<float>());
+  } else {
+    check(backend_->download(shard.data(), src, shard.numBytes(), error), error);
+  }
   check(io::writeNpy(outputDir_ + "/.shards/" + name + ".rank" + std::to_string(rank_) + ".npy",
                      shard, error),
         error);
@@ -383,23 +399,25 @@ void Rank::localSlice(size_t axis, int64_t dim, const void *in,
         error);
 }
 
-void Rank::zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const float *in,
-                   const std::vector<int64_t> &inShape, float *out) {
+void Rank::zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const void *in,
+                   const std::vector<int64_t> &inShape, size_t elementBytes, void *out) {
   int64_t p = info_.mesh.shape[axis], c = comm_->coordinate(axis);
   float identity = reduce == Sbp::Reduce::Sum ? 0.0f : -std::numeric_limits<float>::infinity();
   std::string error;
-  check(backend_->fill(out, numElements(inShape) * p, identity, error), error);
-  Segments s = segmentsOf(inShape, dim, sizeof(float));
+  check(backend_->fill(out, numElements(inShape) * p, identity, elementBytes, error), error);
+  Segments s = segmentsOf(inShape, dim, elementBytes);
   check(backend_->copyRows(reinterpret_cast<unsigned char *>(out) + c * s.partBytes,
                            p * s.partBytes, in, s.partBytes, s.partBytes, s.outer, error),
         error);
 }
 
-void Rank::keepOne(size_t axis, const float *in, int64_t elements, float *out) {
+void Rank::keepOne(size_t axis, const void *in, int64_t elements, size_t elementBytes,
+                   void *out) {
   std::string error;
-  size_t bytes = elements * sizeof(float);
-  check(comm_->coordinate(axis) == 0 ? backend_->copyRows(out, bytes, in, bytes, bytes, 1, error)
-                                     : backend_->fill(out, elements, 0.0f, error),
+  size_t bytes = elements * elementBytes;
+  check(comm_->coordinate(axis) == 0
+            ? backend_->copyRows(out, bytes, in, bytes, bytes, 1, error)
+            : backend_->fill(out, elements, 0.0f, elementBytes, error),
         error);
 }
 

@@ -58,8 +58,10 @@ public:
   /// `dstPitch` and `srcPitch` bytes apart.
   virtual bool copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
                         size_t width, size_t rows, std::string &error) = 0;
-  /// `n` floats of the arena set to `value`.
-  virtual bool fill(float *dst, int64_t n, float value, std::string &error) = 0;
+  /// `n` elements of the arena set to `value`: f32 (`elementBytes` 4) or
+  /// bf16 (2).
+  virtual bool fill(void *dst, int64_t n, float value, size_t elementBytes,
+                    std::string &error) = 0;
   /// Waits for the work queued so far; reports what failed in it.
   virtual bool synchronize(std::string &error) { return true; }
 };
@@ -98,22 +100,26 @@ public:
   /// Reads this rank's shard of parameter (`isParam`) or input `name`, of
   /// `global` shape and `dtype` laid out as `layout`, into `dst`. `stored`
   /// is the shape in the file when it differs (same elements), else empty.
+  /// `bf16`: the file holds f32 (`dtype`), the arena bf16, rounded to
+  /// nearest even on the way in.
   void load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
-            const std::vector<int64_t> &stored, const NdSbp &layout, void *dst);
+            const std::vector<int64_t> &stored, const NdSbp &layout, void *dst,
+            bool bf16 = false);
   /// Writes this rank's shard of output `name` unless another rank holds
-  /// the same replica.
+  /// the same replica. `bf16`: the arena holds bf16, written as f32.
   void store(const char *name, DType dtype, const std::vector<int64_t> &global,
-             const NdSbp &layout, const void *src);
+             const NdSbp &layout, const void *src, bool bf16 = false);
 
   /// B -> S(dim) on `axis`: the block at this rank's coordinate.
   void localSlice(size_t axis, int64_t dim, const void *in, const std::vector<int64_t> &inShape,
                   size_t elementBytes, void *out);
   /// S(dim) -> P on `axis`: `in` at this rank's coordinate of a tensor that
   /// holds the identity of `reduce` elsewhere.
-  void zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const float *in,
-               const std::vector<int64_t> &inShape, float *out);
+  /// Elements are f32 (`elementBytes` 4) or bf16 (2).
+  void zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const void *in,
+               const std::vector<int64_t> &inShape, size_t elementBytes, void *out);
   /// B -> P(sum) on `axis`: coordinate 0 keeps `in`, the others hold zeros.
-  void keepOne(size_t axis, const float *in, int64_t elements, float *out);
+  void keepOne(size_t axis, const void *in, int64_t elements, size_t elementBytes, void *out);
 
   /// Ends the whole job: prints "rank R failed in OP: message".
   [[noreturn]] void fail(const std::string &message);

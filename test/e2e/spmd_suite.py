@@ -86,6 +86,7 @@ def random_layout(rng, shape, sizes, is_float):
 def check_case(args, work, name, compile_flags, inputs, reference, nranks):
     out, res = os.path.join(work, name), os.path.join(work, name + "-res")
     shutil.rmtree(out, ignore_errors=True)
+    compile_flags = [*compile_flags, "--precision", args.precision]
     compiled = sbpc(args, "compile", os.path.join(work, "model.mlir"), *compile_flags,
                     "--target", args.target, "-o", out)
     if compiled.returncode != 0:
@@ -118,12 +119,16 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
             problems.append(f"rank {m['rank']} sent {m['comm_bytes']} bytes, report says {p['comm_bytes']}")
         if m["arena_peak_bytes"] != p["arena_bytes"]:
             problems.append(f"rank {m['rank']} arena peak {m['arena_peak_bytes']}, planned {p['arena_bytes']}")
-    # The boxings' estimate rounds each boxing to whole bytes per rank.
+    # The boxings' estimate rounds each boxing to whole bytes per rank. It is
+    # made on the f32 graph: under bf16 only the programs' counts (above) are
+    # exact.
     total = sum(m["comm_bytes"] for m in measured)
     estimate = report["totals"]["comm_bytes_per_rank"] * nranks
-    if abs(total - estimate) > len(report["boxings"]) * nranks:
+    if args.precision == "f32" and abs(total - estimate) > len(report["boxings"]) * nranks:
         problems.append(f"ranks sent {total} bytes in all, the boxings say {estimate:.0f}")
     sent = max((m["comm_bytes"] for m in measured), default=0)
+    if args.precision == "bf16" and worst < 1e-4:
+        problems.append(f"max rel err {worst:.1e}: no bf16 rounding shows, was it computed in f32?")
     if problems:
         return "FAIL", "; ".join(problems)
     if args.bundle:
@@ -157,6 +162,8 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--autodiff", action="store_true", help="check gradients too")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="sbpc compile --precision (bf16: compare with a looser --rtol)")
     ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
                     help="what the ranks run on (cuda: the GPUs of this machine, shared if fewer)")
     ap.add_argument("--bundle", help="also export every passing case into this GPU bundle "

@@ -12,7 +12,9 @@ case.
 
 A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
 recompute=full trains with `--zero 2 --micro-batches 4 --recompute full`,
-still against the plain single-device reference.
+still against the plain single-device reference; :precision=bf16 compiles
+the step in bf16 (give a --rtol to match, and the case must show bf16's
+rounding: an error under 1e-4 fails).
 
 With --bundle DIR, steps 2 and 3 of every passing case are also compiled
 with --bundle-target (cuda) and exported into DIR with the CPU ranks'
@@ -136,6 +138,9 @@ def main():
                                  max(np.max(np.abs(expected)), 1e-30))
         worst = max(errors, key=errors.get)
         ok = errors[worst] <= args.rtol and set(params) == set(reference)
+        if "precision=bf16" in case and errors[worst] < 1e-4:
+            print(f"FAIL {case}: worst error {errors[worst]:.1e}: no bf16 rounding shows")
+            ok = False
         # Memory: what the plan says each rank needs is what it touched.
         report = json.load(open(os.path.join(out, "report.json")))
         run = json.load(open(os.path.join(res, "run.json")))

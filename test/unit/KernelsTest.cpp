@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -362,3 +363,120 @@ TEST(KernelsTest, CrossEntropy) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// bf16 storage
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+uint16_t bitsOf(float value) { return sbprt::bf16(value).bits; }
+
+float fromBits(uint32_t word) {
+  float value;
+  std::memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+/// `values` rounded to bf16 and read back: inputs every bf16 kernel sees
+/// exactly.
+Values bf16Exact(Values values) {
+  for (float &v : values)
+    v = sbprt::bf16(v);
+  return values;
+}
+
+std::vector<sbprt::bf16> toBf16(const Values &values) {
+  return std::vector<sbprt::bf16>(values.begin(), values.end());
+}
+
+/// A bf16 kernel computes what the f32 kernel computes on the same
+/// (bf16-exact) inputs, rounded once: its every output is the f32 output
+/// rounded to bf16, bit for bit.
+void expectRoundedOnce(const Values &f32Out, const std::vector<sbprt::bf16> &bf16Out) {
+  ASSERT_EQ(f32Out.size(), bf16Out.size());
+  for (size_t i = 0; i < f32Out.size(); ++i)
+    ASSERT_EQ(bf16Out[i].bits, bitsOf(f32Out[i])) << "element " << i << ": f32 " << f32Out[i];
+}
+
+} // namespace
+
+TEST(Bf16Test, RoundsToNearestEven) {
+  EXPECT_EQ(bitsOf(1.0f), 0x3f80);
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: to even (1). Just above
+  // it goes up; 1 + 3 * 2^-8 is halfway to an odd neighbour's even one.
+  EXPECT_EQ(bitsOf(fromBits(0x3f808000)), 0x3f80);
+  EXPECT_EQ(bitsOf(fromBits(0x3f808001)), 0x3f81);
+  EXPECT_EQ(bitsOf(fromBits(0x3f818000)), 0x3f82);
+  EXPECT_EQ(bitsOf(-2.5f), 0xc020);
+  EXPECT_EQ(float(sbprt::bf16(3.140625f)), 3.140625f); // exact in 8 bits
+  // Beyond the largest bf16 is infinity; infinities and NaN stay so.
+  EXPECT_EQ(bitsOf(fromBits(0x7f7fffff)), 0x7f80);
+  EXPECT_EQ(bitsOf(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(bitsOf(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_TRUE(std::isnan(float(sbprt::bf16(std::numeric_limits<float>::quiet_NaN()))));
+  // A NaN whose payload sits in the dropped bits stays a NaN, not infinity.
+  EXPECT_TRUE(std::isnan(float(sbprt::bf16(fromBits(0x7f800001)))));
+}
+
+TEST(Bf16Test, KernelsRoundOnce) {
+  const int64_t rows = 6, width = 16, k = 24;
+  Values x = bf16Exact(randomData(rows * width, 1)), scale = bf16Exact(randomData(width, 2)),
+         bias = bf16Exact(randomData(width, 3)), w = bf16Exact(randomData(width * k, 4));
+  auto xb = toBf16(x), scaleb = toBf16(scale), biasb = toBf16(bias), wb = toBf16(w);
+  Values f(rows * width);
+  std::vector<sbprt::bf16> b(rows * width);
+
+  unary(UnaryKind::Gelu, x.data(), f.data(), rows * width);
+  unary(UnaryKind::Gelu, xb.data(), b.data(), rows * width);
+  expectRoundedOnce(f, b);
+
+  binary(BinaryKind::Add, x.data(), {rows, width}, bias.data(), {width}, f.data(), {rows, width});
+  binary(BinaryKind::Add, xb.data(), {rows, width}, biasb.data(), {width}, b.data(),
+         {rows, width});
+  expectRoundedOnce(f, b);
+
+  softmax(x.data(), f.data(), {rows, width}, 1, false);
+  softmax(xb.data(), b.data(), {rows, width}, 1, false);
+  expectRoundedOnce(f, b);
+
+  layerNorm(x.data(), scale.data(), bias.data(), f.data(), rows, width, 1e-5f);
+  layerNorm(xb.data(), scaleb.data(), biasb.data(), b.data(), rows, width, 1e-5f);
+  expectRoundedOnce(f, b);
+
+  Values fm(rows * k);
+  std::vector<sbprt::bf16> bm(rows * k);
+  matmul(x.data(), w.data(), fm.data(), 1, rows, k, width, false, false, true);
+  matmul(xb.data(), wb.data(), bm.data(), 1, rows, k, width, false, false, true);
+  expectRoundedOnce(fm, bm);
+
+  Values fs(width);
+  std::vector<sbprt::bf16> bs(width);
+  reduce(ReduceKind::Sum, x.data(), {rows, width}, {0}, fs.data());
+  reduce(ReduceKind::Sum, xb.data(), {rows, width}, {0}, bs.data());
+  expectRoundedOnce(fs, bs);
+
+  // Gradients: the scaled softmax's and layer norm's (three outputs).
+  Values dy = bf16Exact(randomData(rows * width, 5));
+  auto dyb = toBf16(dy);
+  float half = 0.5f;
+  sbprt::bf16 halfb(half);
+  Values sqGrad(width * width);
+  std::vector<sbprt::bf16> bq(width * width);
+  Values probs = bf16Exact(randomData(width * width, 6, 0.0f, 1.0f));
+  Values dprobs = bf16Exact(randomData(width * width, 7));
+  auto probsb = toBf16(probs), dprobsb = toBf16(dprobs);
+  scaledSoftmaxGrad(probs.data(), dprobs.data(), &half, true, sqGrad.data(), {width, width});
+  scaledSoftmaxGrad(probsb.data(), dprobsb.data(), &halfb, true, bq.data(), {width, width});
+  expectRoundedOnce(sqGrad, bq);
+
+  Values fdx(rows * width), fds(width), fdb(width);
+  std::vector<sbprt::bf16> bdx(rows * width), bds(width), bdb(width);
+  layerNormGrad(x.data(), scale.data(), dy.data(), fdx.data(), fds.data(), fdb.data(), rows,
+                width, 1e-5f);
+  layerNormGrad(xb.data(), scaleb.data(), dyb.data(), bdx.data(), bds.data(), bdb.data(), rows,
+                width, 1e-5f);
+  expectRoundedOnce(fdx, bdx);
+  expectRoundedOnce(fds, bds);
+  expectRoundedOnce(fdb, bdb);
+}

@@ -155,6 +155,13 @@ static cl::opt<std::string>
                              "the runtime is built for SBPC_CUDA_ARCHITECTURES)"),
                     cl::init("sm_90"), cl::value_desc("sm_NN"), cl::sub(compileCommand),
                     cl::cat(compileCategory));
+static cl::opt<std::string>
+    compilePrecision("precision",
+                     cl::desc("With --target: f32 (default) or bf16 (activations, gradients and "
+                              "collectives in bf16, computed with f32 accumulation; parameters, "
+                              "optimizer state and updates in f32; files stay f32)"),
+                     cl::init("f32"), cl::value_desc("f32|bf16"), cl::sub(compileCommand),
+                     cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
                                   cl::desc("Compile one training step: the loss's gradients "
                                            "and an optimizer update of every parameter"),
@@ -207,6 +214,10 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                              compileCudaArch + "'");
   if (compileCudaArch.getNumOccurrences() && compileTarget != "cuda")
     return sbpc::reportError("--cuda-arch applies to --target cuda");
+  if (compilePrecision != "f32" && compilePrecision != "bf16")
+    return sbpc::reportError("--precision must be f32 or bf16, got '" + compilePrecision + "'");
+  if (compilePrecision.getNumOccurrences() && compileTarget.empty())
+    return sbpc::reportError("--precision applies to the rank programs: add --target cpu|cuda");
   if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
     return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
   if (compileZero < 0 || compileZero > 3)
@@ -225,7 +236,7 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                                 compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
                                 compileLr, compileMomentum, compileWeightDecay, compileEps,
                                 compileZero, compileMicroBatches, compileRecompute,
-                                compileCudaArch});
+                                compileCudaArch, compilePrecision});
 }
 
 int main(int argc, char **argv) {

@@ -76,10 +76,22 @@ LogicalResult checkReduce(Operation *op, StringRef reduce) {
   return success();
 }
 
+/// Layout changes move elements, they do not convert them.
+LogicalResult checkSameElementType(Operation *op) {
+  Type in = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+  Type out = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  if (in != out)
+    return op->emitOpError() << "result element type " << out << " differs from the input's "
+                             << in;
+  return success();
+}
+
 /// Whether `to` is `from` with dimension `dim` multiplied (`grows`) or
 /// divided by `p`; an error saying what differs otherwise.
 LogicalResult checkScaled(Operation *op, ArrayRef<int64_t> from, ArrayRef<int64_t> to,
                           int64_t dim, int64_t p, bool grows, StringRef what) {
+  if (failed(checkSameElementType(op)))
+    return failure();
   if (from.size() != to.size())
     return op->emitOpError() << "result rank " << to.size() << " differs from input rank "
                              << from.size();
@@ -219,6 +231,13 @@ static LogicalResult checkPeer(Operation *op, int64_t peer, int64_t tag) {
 LogicalResult SendOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
 LogicalResult RecvOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
 
+LogicalResult ConvertOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError() << "cannot change the shape from " << getInput().getType() << " to "
+                         << getType();
+  return success();
+}
+
 LogicalResult FusedOp::verify() {
   auto resultType = getResult().getType();
   Block &body = getBody().front();
@@ -262,11 +281,23 @@ static LogicalResult verifyScores(Operation *op, RankedTensorType type, bool cau
   return success();
 }
 
+/// The scale is in the scores' precision.
+static LogicalResult verifyScale(Operation *op, Value scale, RankedTensorType scores) {
+  if (scale && cast<RankedTensorType>(scale.getType()).getElementType() != scores.getElementType())
+    return op->emitOpError() << "scale " << scale.getType() << " must have the element type of "
+                             << scores;
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
+  if (failed(verifyScale(*this, getScale(), getInput().getType())))
+    return failure();
   return verifyScores(*this, getInput().getType(), getCausal());
 }
 
 LogicalResult SoftmaxGradOp::verify() {
+  if (failed(verifyScale(*this, getScale(), getProbs().getType())))
+    return failure();
   return verifyScores(*this, getProbs().getType(), getCausal());
 }
 

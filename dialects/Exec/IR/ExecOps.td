@@ -42,8 +42,9 @@ def Exec_Dialect : Dialect {
 class Exec_Op<string mnemonic, list<Trait> traits = []>
     : Op<Exec_Dialect, mnemonic, traits>;
 
-def Exec_AnyTensor : StaticShapeTensorOf<[F32, I64]>;
-def Exec_F32Tensor : StaticShapeTensorOf<[F32]>;
+def Exec_AnyTensor : StaticShapeTensorOf<[F32, BF16, I64]>;
+// Values that are reduced or computed: f32, or bf16 under --precision bf16.
+def Exec_FloatTensor : StaticShapeTensorOf<[F32, BF16]>;
 
 
 //===----------------------------------------------------------------------===//
@@ -100,8 +101,8 @@ def Exec_StoreOp : Exec_Op<"store"> {
 
 def Exec_AllReduceOp : Exec_Op<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
   let summary = "every rank of one mesh axis's group gets the group's reduction (P -> B)";
-  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, StrAttr:$reduce);
-  let results = (outs Exec_F32Tensor:$result);
+  let arguments = (ins Exec_FloatTensor:$input, I64Attr:$axis, StrAttr:$reduce);
+  let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = "$input `axis` $axis $reduce attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -118,9 +119,9 @@ def Exec_AllGatherOp : Exec_Op<"all_gather"> {
 
 def Exec_ReduceScatterOp : Exec_Op<"reduce_scatter"> {
   let summary = "P -> S(dim) on one mesh axis: this rank's block of the reduction";
-  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+  let arguments = (ins Exec_FloatTensor:$input, I64Attr:$axis, I64Attr:$dim,
                        StrAttr:$reduce);
-  let results = (outs Exec_F32Tensor:$result);
+  let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = [{
     $input `axis` $axis `dim` $dim $reduce attr-dict `:` type($input) `->` type($result)
   }];
@@ -183,9 +184,9 @@ def Exec_ZeroPadOp : Exec_Op<"zero_pad"> {
     devices; the input lands at this rank's coordinate and the rest holds
     the identity of `reduce` (0 for sum, -inf for max).
   }];
-  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+  let arguments = (ins Exec_FloatTensor:$input, I64Attr:$axis, I64Attr:$dim,
                        StrAttr:$reduce);
-  let results = (outs Exec_F32Tensor:$result);
+  let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = [{
     $input `axis` $axis `dim` $dim $reduce attr-dict `:` type($input) `->` type($result)
   }];
@@ -194,9 +195,30 @@ def Exec_ZeroPadOp : Exec_Op<"zero_pad"> {
 
 def Exec_KeepOneOp : Exec_Op<"keep_one", [AllTypesMatch<["input", "result"]>]> {
   let summary = "B -> P(sum) on one mesh axis: the rank at coordinate 0 keeps the value, the others hold zeros";
-  let arguments = (ins Exec_F32Tensor:$input, I64Attr:$axis);
-  let results = (outs Exec_F32Tensor:$result);
+  let arguments = (ins Exec_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Precision
+//===----------------------------------------------------------------------===//
+
+def Exec_ConvertOp : Exec_Op<"convert", [Pure]> {
+  let summary = "the same values in another float type: f32 to bf16 (nearest, ties to even) or back";
+  let description = [{
+    `--exec-bf16` puts these where an f32 value (a parameter the optimizer
+    updates, a constant) meets bf16 computation, and where a bf16 gradient
+    reaches the f32 optimizer.
+
+    ```mlir
+    %wb = exec.convert %w : tensor<64x128xf32> to tensor<64x128xbf16>
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$input);
+  let results = (outs Exec_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
 
@@ -224,8 +246,8 @@ def Exec_FusedOp : Exec_Op<"fused", [IsolatedFromAbove]> {
     }
     ```
   }];
-  let arguments = (ins Variadic<Exec_F32Tensor>:$inputs);
-  let results = (outs Exec_F32Tensor:$result);
+  let arguments = (ins Variadic<Exec_FloatTensor>:$inputs);
+  let results = (outs Exec_FloatTensor:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `(` $inputs `)` attr-dict `:` functional-type($inputs, $result) $body
@@ -246,9 +268,9 @@ def Exec_SoftmaxOp : Exec_Op<"softmax", [Pure, AllTypesMatch<["input", "result"]
     %p = exec.softmax %scores scale %s : tensor<f32> causal : tensor<2x4x8x8xf32>
     ```
   }];
-  let arguments = (ins Exec_F32Tensor:$input, Optional<0DTensorOf<[F32]>>:$scale,
+  let arguments = (ins Exec_FloatTensor:$input, Optional<0DTensorOf<[F32, BF16]>>:$scale,
                        UnitAttr:$causal);
-  let results = (outs Exec_F32Tensor:$result);
+  let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`scale` $scale^ `:` type($scale))? (`causal` $causal^)? attr-dict `:` type($input)
   }];
@@ -268,9 +290,9 @@ def Exec_SoftmaxGradOp
     %ds = exec.softmax_grad %p, %dp scale %s : tensor<f32> causal : tensor<2x4x8x8xf32>
     ```
   }];
-  let arguments = (ins Exec_F32Tensor:$probs, Exec_F32Tensor:$grad,
-                       Optional<0DTensorOf<[F32]>>:$scale, UnitAttr:$causal);
-  let results = (outs Exec_F32Tensor:$result);
+  let arguments = (ins Exec_FloatTensor:$probs, Exec_FloatTensor:$grad,
+                       Optional<0DTensorOf<[F32, BF16]>>:$scale, UnitAttr:$causal);
+  let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = [{
     $probs `,` $grad (`scale` $scale^ `:` type($scale))? (`causal` $causal^)? attr-dict `:`
     type($probs)
@@ -280,7 +302,7 @@ def Exec_SoftmaxGradOp
 
 def Exec_YieldOp : Exec_Op<"yield", [Terminator, HasParent<"FusedOp">]> {
   let summary = "the result of an exec.fused body";
-  let arguments = (ins Exec_F32Tensor:$value);
+  let arguments = (ins Exec_FloatTensor:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 

@@ -136,8 +136,41 @@ static ArrayRef<int64_t> shapeOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape();
 }
 
-static Type f32Tensor(MLIRContext *ctx, ArrayRef<int64_t> shape) {
-  return RankedTensorType::get(shape, Float32Type::get(ctx));
+/// The element type the float operands among `values` share (f32, or bf16
+/// in a --precision bf16 program): an op computes in one precision.
+static FailureOr<Type> floatTypeOf(const ShapeError &error, ValueRange values) {
+  Type common;
+  for (Value value : values) {
+    Type element = cast<RankedTensorType>(value.getType()).getElementType();
+    if (!isa<FloatType>(element))
+      continue;
+    if (common && element != common) {
+      (void)(error() << "float operands must have one element type, got " << common << " and "
+                     << element);
+      return failure();
+    }
+    common = element;
+  }
+  return common;
+}
+
+/// A tensor of `shape` in the precision of the float operands `values`.
+static FailureOr<Type> floatTensor(const ShapeError &error, ValueRange values,
+                                   ArrayRef<int64_t> shape) {
+  FailureOr<Type> element = floatTypeOf(error, values);
+  if (failed(element))
+    return failure();
+  return Type(RankedTensorType::get(shape, *element));
+}
+
+/// Appends floatTensor(...) to `types`.
+static LogicalResult pushFloatTensor(const ShapeError &error, ValueRange values,
+                                     ArrayRef<int64_t> shape, SmallVectorImpl<Type> &types) {
+  FailureOr<Type> type = floatTensor(error, values, shape);
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
 }
 
 /// Checks that `axis` names a dimension of a rank-`rank` tensor.
@@ -168,8 +201,8 @@ static LogicalResult inferBroadcast(MLIRContext *ctx, std::optional<Location> lo
     return ShapeError{loc, OpT::getOperationName()}()
            << "operand shapes " << formatShape(lhs) << " and " << formatShape(rhs)
            << " do not broadcast";
-  types.push_back(f32Tensor(ctx, *shape));
-  return success();
+  return pushFloatTensor({loc, OpT::getOperationName()}, {adaptor.getLhs(), adaptor.getRhs()},
+                         *shape, types);
 }
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
@@ -197,8 +230,7 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
                    << " has K = " << kl << ", rhs " << formatShape(rhs) << " has K = " << kr;
   SmallVector<int64_t> shape(lhs.take_front(batchRank));
   shape.append({m, n});
-  types.push_back(f32Tensor(ctx, shape));
-  return success();
+  return pushFloatTensor(error, {adaptor.getLhs(), adaptor.getRhs()}, shape, types);
 }
 
 /// The shape rule of the reductions (used by their ODS class).
@@ -224,8 +256,7 @@ static LogicalResult inferReduce(MLIRContext *ctx, std::optional<Location> loc,
     else if (adaptor.getKeepdims())
       shape.push_back(1);
   }
-  types.push_back(f32Tensor(ctx, shape));
-  return success();
+  return pushFloatTensor(error, adaptor.getInput(), shape, types);
 }
 
 /// The axis of a softmax-like op names one of its dimensions.
@@ -251,8 +282,8 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                      << " of input " << formatShape(in);
   if (!(adaptor.getEps().convertToDouble() > 0.0))
     return error() << "eps must be positive";
-  types.push_back(adaptor.getInput().getType());
-  return success();
+  return pushFloatTensor(error, {adaptor.getInput(), adaptor.getScale(), adaptor.getBias()}, in,
+                         types);
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
@@ -270,8 +301,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(in[p]);
-  types.push_back(f32Tensor(ctx, shape));
-  return success();
+  return pushFloatTensor(error, adaptor.getInput(), shape, types);
 }
 
 LogicalResult ReshapeOp::verify() {
@@ -330,8 +360,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locatio
     if (llvm::AddOverflow(shape[axis], other[axis], shape[axis]))
       return error() << "concatenated axis " << axis << " is too large";
   }
-  types.push_back(f32Tensor(ctx, shape));
-  return success();
+  return pushFloatTensor(error, adaptor.getInputs(), shape, types);
 }
 
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
@@ -342,8 +371,7 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
            << "table must be [rows, width], got " << formatShape(table);
   SmallVector<int64_t> shape(shapeOf(adaptor.getIndices()));
   shape.push_back(table[1]);
-  types.push_back(f32Tensor(ctx, shape));
-  return success();
+  return pushFloatTensor({loc, getOperationName()}, adaptor.getTable(), shape, types);
 }
 
 /// Causal masking needs scores that end in a square [queries, keys] block.
@@ -372,8 +400,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<L
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
   if (failed(checkTargets({loc, getOperationName()}, adaptor.getLogits(), adaptor.getTargets())))
     return failure();
-  types.push_back(f32Tensor(ctx, {}));
-  return success();
+  return pushFloatTensor({loc, getOperationName()}, adaptor.getLogits(), {}, types);
 }
 
 //===----------------------------------------------------------------------===//
@@ -395,10 +422,10 @@ static LogicalResult checkSameShape(const ShapeError &error, StringRef refName, 
 template <typename OpT>
 static LogicalResult inferGradLike(std::optional<Location> loc, StringRef refName, Value ref,
                                    Value grad, SmallVectorImpl<Type> &types) {
-  if (failed(checkSameShape({loc, OpT::getOperationName()}, refName, ref, {{"grad", grad}})))
+  ShapeError error{loc, OpT::getOperationName()};
+  if (failed(checkSameShape(error, refName, ref, {{"grad", grad}})))
     return failure();
-  types.push_back(ref.getType());
-  return success();
+  return pushFloatTensor(error, {ref, grad}, shapeOf(ref), types);
 }
 
 LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -424,8 +451,10 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
     return failure();
   if (!(adaptor.getEps().convertToDouble() > 0.0))
     return error() << "eps must be positive";
-  types.append({adaptor.getInput().getType(), adaptor.getScale().getType(),
-                adaptor.getScale().getType()});
+  SmallVector<Value, 3> operands = {adaptor.getInput(), adaptor.getScale(), adaptor.getGrad()};
+  if (failed(pushFloatTensor(error, operands, in, types)))
+    return failure();
+  types.append(2, RankedTensorType::get(in.take_back(), *floatTypeOf(error, operands)));
   return success();
 }
 
@@ -439,17 +468,17 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *ctx, std::optional<
   int64_t rows = adaptor.getRowsAttr().getInt();
   if (rows < 1)
     return error() << "rows must be positive, got " << rows;
-  types.push_back(f32Tensor(ctx, {rows, grad.back()}));
-  return success();
+  return pushFloatTensor(error, adaptor.getGrad(), {rows, grad.back()}, types);
 }
 
 LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                    Adaptor adaptor,
                                                    SmallVectorImpl<Type> &types) {
-  if (failed(checkTargets({loc, getOperationName()}, adaptor.getLogits(), adaptor.getTargets())))
+  ShapeError error{loc, getOperationName()};
+  if (failed(checkTargets(error, adaptor.getLogits(), adaptor.getTargets())))
     return failure();
-  types.push_back(adaptor.getLogits().getType());
-  return success();
+  return pushFloatTensor(error, {adaptor.getLogits(), adaptor.getLossGrad()},
+                         shapeOf(adaptor.getLogits()), types);
 }
 
 LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
@@ -470,8 +499,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> 
       return error() << "padding of dimension " << d << " is too large";
     shape.push_back(size);
   }
-  types.push_back(f32Tensor(ctx, shape));
-  return success();
+  return pushFloatTensor(error, adaptor.getInput(), shape, types);
 }
 
 LogicalResult BroadcastOp::verify() {
@@ -479,6 +507,10 @@ LogicalResult BroadcastOp::verify() {
   std::optional<SmallVector<int64_t>> shape = broadcastShapes(in, out);
   if (!shape || ArrayRef<int64_t>(*shape) != out)
     return emitOpError() << "cannot broadcast " << formatShape(in) << " to " << formatShape(out);
+  if (getInput().getType().getElementType() != getType().getElementType())
+    return emitOpError() << "cannot change the element type from "
+                         << getInput().getType().getElementType() << " to "
+                         << getType().getElementType();
   return success();
 }
 

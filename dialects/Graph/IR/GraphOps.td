@@ -20,9 +20,13 @@ class Graph_TensorOf<list<Type> types>
                 CPred<"::sbpc::graph::isValidShape(::llvm::cast<::mlir::ShapedType>($_self))">]>,
            StaticShapeTensorOf<types>.summary # " with positive sizes",
            "::mlir::RankedTensorType">;
+// Computation takes f32 or bf16 (what --precision bf16 makes of an exec
+// program's values: every float operand of an op has the same type); models
+// are written in f32, and the optimizer updates stay f32.
+def Graph_FloatTensor : Graph_TensorOf<[F32, BF16]>;
 def Graph_F32Tensor : Graph_TensorOf<[F32]>;
 def Graph_IndexTensor : Graph_TensorOf<[I64]>;
-def Graph_AnyTensor : Graph_TensorOf<[F32, I64]>;
+def Graph_AnyTensor : Graph_TensorOf<[F32, BF16, I64]>;
 
 // Every op says how gradients flow through it (GraphGradients.cpp), or that
 // they do not.
@@ -85,8 +89,8 @@ class Graph_UnaryOp<string mnemonic, string formula>
     : Graph_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for every element.";
-  let arguments = (ins Graph_F32Tensor:$input);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -106,8 +110,8 @@ class Graph_BinaryOp<string mnemonic, string formula>
   let description = "Computes `" # formula # "`; the operand shapes broadcast "
       "as in NumPy (aligned at the trailing dimension, size-1 dimensions "
       "stretch).";
-  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let extraClassDefinition = [{
@@ -141,9 +145,9 @@ def Graph_MatmulOp : Graph_InferredOp<"matmul"> {
         : (tensor<2x16x64xf32>, tensor<128x64xf32>) -> tensor<2x16x128xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs,
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
     attr-dict `:` functional-type(operands, results)
@@ -164,9 +168,9 @@ class Graph_ReduceOp<string mnemonic> : Graph_InferredOp<mnemonic> {
     %s = graph.reduce_sum %x dims [1] keepdims : (tensor<4x8xf32>) -> tensor<4x1xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$dims,
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$dims,
                        UnitAttr:$keepdims);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $input `dims` $dims (`keepdims` $keepdims^)? attr-dict `:` functional-type(operands, results)
   }];
@@ -188,8 +192,8 @@ class Graph_SoftmaxLikeOp<string mnemonic, string formula>
   let summary = mnemonic # " along one axis";
   let description = "Computes `" # formula # "` along `axis`, subtracting "
       "the maximum first for stability.";
-  let arguments = (ins Graph_F32Tensor:$input, I64Attr:$axis);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -210,10 +214,10 @@ def Graph_LayerNormOp : Graph_InferredOp<"layer_norm"> {
         : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale,
-                       Graph_F32Tensor:$bias,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$bias,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias `eps` `=` $eps attr-dict `:` functional-type(operands, results)
   }];
@@ -233,8 +237,8 @@ def Graph_TransposeOp : Graph_InferredOp<"transpose"> {
         : (tensor<2x16x4x16xf32>) -> tensor<2x4x16x16xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$perm);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$input `perm` $perm attr-dict `:` functional-type(operands, results)";
 }
@@ -282,8 +286,8 @@ def Graph_ConcatOp : Graph_InferredOp<"concat"> {
         : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins Variadic<Graph_F32Tensor>:$inputs, I64Attr:$axis);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Variadic<Graph_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$inputs `axis` `=` $axis attr-dict `:` functional-type(operands, results)";
 }
@@ -299,8 +303,8 @@ def Graph_EmbeddingOp : Graph_InferredOp<"embedding"> {
         : (tensor<128x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$table, Graph_IndexTensor:$indices);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$table, Graph_IndexTensor:$indices);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$table `,` $indices attr-dict `:` functional-type(operands, results)";
 }
@@ -317,8 +321,8 @@ def Graph_CausalMaskOp
     `-inf` where `j > i` (a query never sees a later key) and is unchanged
     elsewhere; a following softmax gives those positions exactly 0.
   }];
-  let arguments = (ins Graph_F32Tensor:$input);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -337,8 +341,8 @@ def Graph_CrossEntropyOp : Graph_InferredOp<"cross_entropy"> {
         : (tensor<2x16x128xf32>, tensor<2x16xi64>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$logits, Graph_IndexTensor:$targets);
-  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$targets);
+  let results = (outs 0DTensorOf<[F32, BF16]>:$loss);
   let assemblyFormat =
       "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
@@ -352,8 +356,8 @@ class Graph_PointwiseGradOp<string mnemonic, string formula>
     : Graph_InferredOp<mnemonic> {
   let summary = "gradient of " # !subst("_grad", "", mnemonic);
   let description = "Computes `" # formula # "` for every element.";
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$grad);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$input `,` $grad attr-dict `:` functional-type(operands, results)";
   let extraClassDefinition = [{
@@ -375,8 +379,8 @@ def Graph_SoftmaxGradOp : Graph_InferredOp<"softmax_grad"> {
     With `output = softmax(x)` along `axis`, computes the gradient with
     respect to `x`: `output * (grad - sum(grad * output, axis))`.
   }];
-  let arguments = (ins Graph_F32Tensor:$output, Graph_F32Tensor:$grad, I64Attr:$axis);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$output, Graph_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat =
       "$output `,` $grad `axis` `=` $axis attr-dict `:` functional-type(operands, results)";
 }
@@ -394,11 +398,11 @@ def Graph_LayerNormGradOp : Graph_InferredOp<"layer_norm_grad"> {
         -> (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale,
-                       Graph_F32Tensor:$grad,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$grad,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
-  let results = (outs Graph_F32Tensor:$input_grad, Graph_F32Tensor:$scale_grad,
-                      Graph_F32Tensor:$bias_grad);
+  let results = (outs Graph_FloatTensor:$input_grad, Graph_FloatTensor:$scale_grad,
+                      Graph_FloatTensor:$bias_grad);
   let assemblyFormat = [{
     $input `,` $scale `,` $grad `eps` `=` $eps attr-dict `:` functional-type(operands, results)
   }];
@@ -415,8 +419,8 @@ def Graph_EmbeddingGradOp : Graph_InferredOp<"embedding_grad"> {
         : (tensor<2x16xi64>, tensor<2x16x64xf32>) -> tensor<128x64xf32>
     ```
   }];
-  let arguments = (ins Graph_IndexTensor:$indices, Graph_F32Tensor:$grad, I64Attr:$rows);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_IndexTensor:$indices, Graph_FloatTensor:$grad, I64Attr:$rows);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $indices `,` $grad `rows` `=` $rows attr-dict `:` functional-type(operands, results)
   }];
@@ -429,8 +433,8 @@ def Graph_CausalMaskGradOp
     Passes `grad` through where `graph.causal_mask` kept the score
     (`j <= i`) and gives 0 where it masked (`j > i`).
   }];
-  let arguments = (ins Graph_F32Tensor:$grad);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$grad attr-dict `:` type($grad)";
   let hasVerifier = 1;
 }
@@ -446,9 +450,9 @@ def Graph_CrossEntropyGradOp : Graph_InferredOp<"cross_entropy_grad"> {
         : (tensor<2x16x128xf32>, tensor<2x16xi64>, tensor<f32>) -> tensor<2x16x128xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$logits, Graph_IndexTensor:$targets,
-                       0DTensorOf<[F32]>:$loss_grad);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$targets,
+                       0DTensorOf<[F32, BF16]>:$loss_grad);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $loss_grad attr-dict `:` functional-type(operands, results)
   }];
@@ -463,9 +467,9 @@ def Graph_PadOp : Graph_InferredOp<"pad"> {
     %p = graph.pad %x low [0, 1] high [0, 2] : (tensor<2x3xf32>) -> tensor<2x6xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$low,
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$low,
                        DenseI64ArrayAttr:$high);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $input `low` $low `high` $high attr-dict `:` functional-type(operands, results)
   }];
@@ -478,8 +482,8 @@ def Graph_BroadcastOp : Graph_Op<"broadcast"> {
     %b = graph.broadcast %x : (tensor<3x1xf32>) -> tensor<2x3x4xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -161,3 +161,24 @@ func.func @r() {
   %y = exec.softmax_grad %x, %x : tensor<f32>
   return
 }
+
+// -----
+
+// Layout changes move elements; only exec.convert changes their type.
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  %x = exec.load "input" "x" global [8, 6] [S(0)] : tensor<4x6xbf16>
+  // expected-error @+1 {{'exec.all_gather' op result element type 'f32' differs from the input's 'bf16'}}
+  %g = exec.all_gather %x axis 0 dim 0 : tensor<4x6xbf16> -> tensor<8x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
+  %x = exec.load "input" "x" global [8, 6] [B] : tensor<8x6xf32>
+  // expected-error @+1 {{'exec.convert' op cannot change the shape from 'tensor<8x6xf32>' to 'tensor<6x8xbf16>'}}
+  %c = exec.convert %x : tensor<8x6xf32> to tensor<6x8xbf16>
+  return
+}

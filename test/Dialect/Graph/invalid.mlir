@@ -20,7 +20,7 @@ func.func @add_wrong_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
 
 // Tests that elementwise ops want f32 tensors.
 func.func @unary_int(%a: tensor<2xi64>) {
-  // expected-error @+1 {{'graph.exp' op operand #0 must be statically shaped tensor of 32-bit float values}}
+  // expected-error @+1 {{'graph.exp' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type values}}
   %0 = graph.exp %a : tensor<2xi64>
   return
 }
@@ -29,7 +29,7 @@ func.func @unary_int(%a: tensor<2xi64>) {
 
 // Tests that dynamic shapes are rejected: the graph has global static shapes.
 func.func @dynamic(%a: tensor<?x3xf32>) {
-  // expected-error @+1 {{'graph.relu' op operand #0 must be statically shaped tensor of 32-bit float values}}
+  // expected-error @+1 {{'graph.relu' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type values}}
   %0 = graph.relu %a : tensor<?x3xf32>
   return
 }
@@ -245,7 +245,7 @@ func.func @cross_entropy_targets(%l: tensor<2x5x7xf32>, %t: tensor<2x7xi64>) {
 
 // Tests that cross_entropy returns a scalar.
 func.func @cross_entropy_result(%l: tensor<2x7xf32>, %t: tensor<2xi64>) {
-  // expected-error @+1 {{'graph.cross_entropy' op result #0 must be 0D tensor of 32-bit float values}}
+  // expected-error @+1 {{'graph.cross_entropy' op result #0 must be 0D tensor of 32-bit float or bfloat16 type values}}
   %0 = graph.cross_entropy %l, %t : (tensor<2x7xf32>, tensor<2xi64>) -> tensor<2xf32>
   return
 }
@@ -376,7 +376,7 @@ func.func @cross_entropy_grad_targets(%l: tensor<4x7xf32>, %t: tensor<7xi64>, %d
 
 // Tests that cross_entropy_grad takes a scalar loss gradient.
 func.func @cross_entropy_grad_scalar(%l: tensor<4x7xf32>, %t: tensor<4xi64>, %d: tensor<1xf32>) {
-  // expected-error @+1 {{'graph.cross_entropy_grad' op operand #2 must be 0D tensor of 32-bit float values}}
+  // expected-error @+1 {{'graph.cross_entropy_grad' op operand #2 must be 0D tensor of 32-bit float or bfloat16 type values}}
   %0 = graph.cross_entropy_grad %l, %t, %d : (tensor<4x7xf32>, tensor<4xi64>, tensor<1xf32>) -> tensor<4x7xf32>
   return
 }
@@ -466,7 +466,7 @@ func.func @adamw_eps(%w: tensor<8xf32>, %s: tensor<f32>) {
 
 // Tests that zero-size dimensions are rejected where they are written.
 func.func @zero_size(%a: tensor<2x0xf32>, %g: tensor<0xf32>) {
-  // expected-error @+1 {{'graph.layer_norm' op operand #0 must be statically shaped tensor of 32-bit float values with positive sizes, but got 'tensor<2x0xf32>'}}
+  // expected-error @+1 {{'graph.layer_norm' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type values with positive sizes, but got 'tensor<2x0xf32>'}}
   %0 = graph.layer_norm %a, %g, %g eps = 1.0e-05 : (tensor<2x0xf32>, tensor<0xf32>, tensor<0xf32>) -> tensor<2x0xf32>
   return
 }
@@ -475,7 +475,7 @@ func.func @zero_size(%a: tensor<2x0xf32>, %g: tensor<0xf32>) {
 
 // Tests that a tensor whose byte size overflows is rejected.
 func.func @huge(%a: tensor<4294967296x4294967296xf32>) {
-  // expected-error @+1 {{'graph.relu' op operand #0 must be statically shaped tensor of 32-bit float values with positive sizes}}
+  // expected-error @+1 {{'graph.relu' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type values with positive sizes}}
   %0 = graph.relu %a : tensor<4294967296x4294967296xf32>
   return
 }
@@ -512,4 +512,13 @@ func.func @layer_norm_scalar(%a: tensor<f32>) {
 // expected-error @+1 {{'func.func' op output name '../x' must be a plain file name (no '/', not '.' or '..')}}
 func.func @escape(%w: tensor<2xf32>) -> (tensor<2xf32> {graph.output = "../x"}) {
   return %w : tensor<2xf32>
+}
+
+// -----
+
+// An op computes in one precision: f32 and bf16 operands do not mix.
+func.func @mixed_precision(%a: tensor<2x3xf32>, %b: tensor<3xbf16>) {
+  // expected-error @+1 {{'graph.add' op float operands must have one element type, got 'f32' and 'bf16'}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<3xbf16>) -> tensor<2x3xf32>
+  return
 }

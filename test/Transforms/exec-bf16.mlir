@@ -1,0 +1,96 @@
+// RUN: sbpc-opt %s --exec-bf16 --split-input-file | FileCheck %s
+// RUN: sbpc-opt %s --exec-bf16 --exec-fuse --exec-plan-memory --split-input-file | FileCheck %s --check-prefix=PLAN
+
+// A training step: the forward and backward depend on the input and become
+// bf16; the weight stays f32 for adamw with one bf16 copy for the matmuls;
+// the gradient is reduced in bf16 and converted once for the update; the
+// step counter (no input behind it) stays f32 all the way to its store.
+sbp.mesh @m axes ["dp"] shape [2]
+func.func @step() attributes {exec.ranks = array<i64: 0, 1>} {
+  %x = exec.load "input" "x" global [4, 8] [S(0)] : tensor<2x8xf32>
+  %w = exec.load "param" "w" global [8, 4] [B] : tensor<8x4xf32>
+  %m = exec.load "param" "optimizer.m.w" global [8, 4] [B] : tensor<8x4xf32>
+  %v = exec.load "param" "optimizer.v.w" global [8, 4] [B] : tensor<8x4xf32>
+  %t = exec.load "param" "optimizer.step" global [] [B] : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %t1 = graph.add %t, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %y = graph.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %h = graph.gelu %y : tensor<2x4xf32>
+  %dw = graph.matmul %x, %h transpose_lhs : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<8x4xf32>
+  %dx = graph.matmul %h, %w transpose_rhs : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  %g = exec.all_reduce %dw axis 0 "sum" : tensor<8x4xf32>
+  %nw, %nm, %nv = graph.adamw_update %w, %g, %m, %v, %t lr = 1.0e-3 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-8 weight_decay = 0.0
+      : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>)
+      -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+  exec.store %dx "dx" global [4, 8] [S(0)] : tensor<2x8xf32>
+  exec.store %nw "w" global [8, 4] [B] : tensor<8x4xf32>
+  exec.store %nm "optimizer.m.w" global [8, 4] [B] : tensor<8x4xf32>
+  exec.store %nv "optimizer.v.w" global [8, 4] [B] : tensor<8x4xf32>
+  exec.store %t1 "optimizer.step" global [] [B] : tensor<f32>
+  return
+}
+
+// CHECK-LABEL: func.func @step()
+// CHECK:      %[[X:.*]] = exec.load "input" "x" {{.*}} : tensor<2x8xbf16>
+// CHECK-NEXT: %[[W:.*]] = exec.load "param" "w" {{.*}} : tensor<8x4xf32>
+// CHECK-NEXT: %[[WB:.*]] = exec.convert %[[W]] : tensor<8x4xf32> to tensor<8x4xbf16>
+// CHECK:      %[[T:.*]] = exec.load "param" "optimizer.step" {{.*}} : tensor<f32>
+// CHECK:      %[[T1:.*]] = graph.add %[[T]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: %[[Y:.*]] = graph.matmul %[[X]], %[[WB]] : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[H:.*]] = graph.gelu %[[Y]] : tensor<2x4xbf16>
+// CHECK-NEXT: %[[DW:.*]] = graph.matmul %[[X]], %[[H]] transpose_lhs {{.*}} -> tensor<8x4xbf16>
+// CHECK-NEXT: %[[DX:.*]] = graph.matmul %[[H]], %[[WB]] transpose_rhs {{.*}} -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[G:.*]] = exec.all_reduce %[[DW]] axis 0 "sum" : tensor<8x4xbf16>
+// CHECK-NEXT: %[[GF:.*]] = exec.convert %[[G]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// CHECK-NEXT: graph.adamw_update %[[W]], %[[GF]], {{.*}} -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+// CHECK-NEXT: exec.store %[[DX]] "dx" {{.*}} : tensor<2x8xbf16>
+// CHECK:      exec.store %[[T1]] "optimizer.step" {{.*}} : tensor<f32>
+
+// The weight's bf16 copy takes 64 bytes of the arena, the f32 weight 128.
+// PLAN-LABEL: func.func @step()
+// PLAN:      exec.load "param" "w" {{.*}}exec.offsets = array<i64: 64>{{.*}} : tensor<8x4xf32>
+// PLAN-NEXT: exec.convert {{.*}}exec.offsets = array<i64: 192>{{.*}} to tensor<8x4xbf16>
+// PLAN-NEXT: exec.load "param" "optimizer.m.w" {{.*}}exec.offsets = array<i64: 256>
+
+// -----
+
+// Inference: a parameter only the forward uses is loaded as bf16; a
+// constant keeps its f32 attribute and is converted where bf16 needs it.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @forward() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [2, 8] [B] : tensor<2x8xf32>
+  %w = exec.load "param" "w" global [8, 4] [B] : tensor<8x4xf32>
+  %s = graph.constant dense<0.5> : tensor<f32>
+  %y = graph.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %z = graph.mul %y, %s : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  exec.store %z "z" global [2, 4] [B] : tensor<2x4xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @forward()
+// CHECK:      exec.load "param" "w" {{.*}} : tensor<8x4xbf16>
+// CHECK-NEXT: %[[S:.*]] = graph.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT: %[[SB:.*]] = exec.convert %[[S]] : tensor<f32> to tensor<bf16>
+// CHECK:      graph.mul %{{.*}}, %[[SB]] : (tensor<2x4xbf16>, tensor<bf16>) -> tensor<2x4xbf16>
+// CHECK-NOT:  exec.convert
+// CHECK:      exec.store {{.*}} : tensor<2x4xbf16>
+
+// -----
+
+// Both sides of a pipeline boundary say bf16, whatever the sender held.
+sbp.mesh @m axes ["pp"] shape [2]
+func.func @first() attributes {exec.ranks = array<i64: 0>} {
+  %w = exec.load "param" "w" global [8, 4] [B] : tensor<8x4xf32>
+  exec.send %w to 1 tag 0 : tensor<8x4xf32>
+  return
+}
+func.func @second() attributes {exec.ranks = array<i64: 1>} {
+  %w = exec.recv from 0 tag 0 : tensor<8x4xf32>
+  exec.store %w "w" global [8, 4] [B] : tensor<8x4xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @first()
+// CHECK: exec.send {{.*}} : tensor<8x4xbf16>
+// CHECK-LABEL: func.func @second()
+// CHECK: exec.recv from 0 tag 0 : tensor<8x4xbf16>
