@@ -49,6 +49,13 @@ FULL = [
                         "auto@dp=2,tp=2:zero=3:recompute=full"]),
     ("train_suite.py", ["--model", "gpt", "--batch", "8", "--eps", "1e-5", "--cases", "dp@x=1",
                         "dp-tp@dp=2,tp=2:zero=2:micro-batches=4:recompute=selective"]),
+    # --precision bf16: the GPU's bf16 against the CPU's, each rounding once
+    # per write but summing in its own order (bf16.test's tolerance).
+    ("spmd_suite.py", ["--model", "gpt", "--autodiff", "--precision", "bf16", "--rtol", "5e-2",
+                       "--cases", "dp@x=1", "dp-tp@dp=2,tp=2"]),
+    ("train_suite.py", ["--model", "gpt", "--batch", "8", "--optimizer", "sgd", "--lr", "0.05",
+                        "--momentum", "0.9", "--rtol", "5e-2", "--cases",
+                        "dp@x=2:zero=1:micro-batches=4:precision=bf16"]),
 ]
 QUICK = [
     ("spmd_suite.py", ["--model", "gpt", "--autodiff", "--cases", "dp@x=1", "dp-tp@dp=2,tp=2"]),
@@ -139,7 +146,7 @@ def make_cases(args, out):
                    os.path.join(args.workdir, f"suite{i}"), "--bundle", cases, "--bundle-target",
                    args.target, *suite_args]
         if suite == "spmd_suite.py":
-            command += ["--sbpc", "sbpc", "--rtol", "1e-4"]
+            command += ["--sbpc", "sbpc"] + ([] if "--rtol" in suite_args else ["--rtol", "1e-4"])
         log("making cases: " + " ".join(command[1:]))
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         with open(os.path.join(out, "make.log"), "a") as f:
