@@ -92,9 +92,7 @@ bool isBf16(Value value) {
   return cast<RankedTensorType>(value.getType()).getElementType().isBF16();
 }
 
-size_t elementBytes(Value value) {
-  return cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() / 8;
-}
+using sbpc::sbp::elementBytes;
 
 /// The verifiers allow "sum" and "max" only.
 std::string reduceLiteral(StringRef reduce) {
@@ -309,10 +307,6 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                                  << " target supports dense constants only";
         std::string name = "constant" + std::to_string(constants++);
         bool isFloat = dense.getElementType().isF32();
-        if (!isFloat && !dense.getElementType().isInteger(64))
-          return o.emitOpError() << "the " << sbpc::targetName(target)
-                                 << " target has f32 and i64 constants only, not "
-                                 << dense.getElementType();
         statics << "static const " << (isFloat ? "float " : "int64_t ") << name << "[] = {";
         int64_t n = 0;
         if (isFloat)

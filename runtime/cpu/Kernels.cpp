@@ -373,9 +373,15 @@ void layerNormGrad(const T *x, const T *scale, const T *dy, T *dx, T *dscale,
 template <typename T>
 bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width, T *table,
                    int64_t rows, std::string &error) {
-  // Sums in f32 (in place for f32 tables), rounded once for bf16 ones.
-  std::vector<float> sums(std::is_same_v<T, float> ? 0 : rows * width);
-  float *acc = std::is_same_v<T, float> ? reinterpret_cast<float *>(table) : sums.data();
+  // Sums in f32: in place for an f32 table, rounded once for a bf16 one.
+  std::vector<float> sums;
+  float *acc;
+  if constexpr (std::is_same_v<T, float>) {
+    acc = table;
+  } else {
+    sums.resize(rows * width);
+    acc = sums.data();
+  }
   std::fill(acc, acc + rows * width, 0.0f);
   for (int64_t i = 0; i < count; ++i) {
     if (!checkIndex("index", ids[i], i, rows, "table rows", error))
@@ -383,7 +389,7 @@ bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width
     for (int64_t j = 0; j < width; ++j)
       acc[ids[i] * width + j] += dy[i * width + j];
   }
-  if (!std::is_same_v<T, float>)
+  if constexpr (!std::is_same_v<T, float>)
     std::copy(acc, acc + rows * width, table);
   return true;
 }

@@ -39,8 +39,6 @@ inline MatmulDims matmulDims(const Shape &aShape, const Shape &bShape, const Sha
           bShape.size() == 2};
 }
 
-/// graph.matmul: c = op(a) x op(b), batched over c's leading dimensions; a
-/// rank-2 `b` is shared by every batch entry.
 /// exec.convert: f32 <-> bf16, element by element (to bf16: nearest, ties
 /// to even).
 template <typename From, typename To> void convert(const From *in, To *out, int64_t n) {
@@ -48,6 +46,8 @@ template <typename From, typename To> void convert(const From *in, To *out, int6
     out[i] = static_cast<float>(in[i]);
 }
 
+/// graph.matmul: c = op(a) x op(b), batched over c's leading dimensions; a
+/// rank-2 `b` is shared by every batch entry.
 template <typename T>
 void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
               const Shape &cShape, bool transposeA, bool transposeB) {

@@ -75,7 +75,9 @@ def Graph_ConstantOp : Graph_InferredOp<"constant", [ConstantLike]> {
     ```
   }];
   let arguments = (ins ElementsAttr:$value);
-  let results = (outs Graph_AnyTensor:$result);
+  // f32 and i64 only: bf16 enters a program through --exec-bf16, which
+  // converts constants where they are used.
+  let results = (outs Graph_TensorOf<[F32, I64]>:$result);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
 }

@@ -522,3 +522,13 @@ func.func @mixed_precision(%a: tensor<2x3xf32>, %b: tensor<3xbf16>) {
   %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<3xbf16>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+// Models are f32: a bf16 constant has no place in one (--exec-bf16 makes
+// bf16 copies of constants where its programs need them).
+func.func @bf16_constant() {
+  // expected-error @+1 {{'graph.constant' op result #0 must be statically shaped tensor of 32-bit float or 64-bit signless integer values with positive sizes, but got 'tensor<bf16>'}}
+  %0 = graph.constant dense<1.0> : tensor<bf16>
+  return
+}
