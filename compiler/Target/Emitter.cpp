@@ -250,6 +250,13 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::FusedOp o) { return emitFused(o); })
+      .Case([&](ex::LinearOp o) {
+        line(llvm::formatv("kernels::linearOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+                           ref(o.getInput()), shape(o.getInput()), ref(o.getWeight()),
+                           ref(o.getBias()), ref(o.getResult()), shape(o.getResult()),
+                           o.getTransposeRhs() ? "true" : "false", o.getGelu() ? "true" : "false"));
+        return success();
+      })
       .Case([&](ex::SoftmaxOp o) {
         line(llvm::formatv("kernels::scaledSoftmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
                            o.getScale() ? ref(o.getScale()) : noScale(o.getInput()),

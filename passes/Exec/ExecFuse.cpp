@@ -161,13 +161,51 @@ SmallVector<Operation *> fuseSoftmaxGrad(Operation *root) {
   return chain;
 }
 
+/// add(matmul(x, w), b), then a gelu when it is the sum's one use, into
+/// exec.linear: a product by a shared weight, not transposing x, whose only
+/// use is the add of a bias [N] (either operand order).
+void fuseLinear(graph::AddOp add) {
+  Block *block = add->getBlock();
+  auto type = cast<RankedTensorType>(add.getType());
+  for (auto [product, bias] : {std::make_pair(add.getLhs(), add.getRhs()),
+                               std::make_pair(add.getRhs(), add.getLhs())}) {
+    auto matmul = soleProducer<graph::MatmulOp>(product, block);
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (!matmul || matmul.getTransposeLhs() || product.getType() != type ||
+        cast<RankedTensorType>(matmul.getRhs().getType()).getRank() != 2 ||
+        biasType.getShape() != type.getShape().take_back() ||
+        biasType.getElementType() != type.getElementType())
+      continue;
+    Operation *root = add;
+    graph::GeluOp gelu;
+    if (add->hasOneUse() && (gelu = dyn_cast<graph::GeluOp>(*add->user_begin())) &&
+        gelu->getBlock() == block)
+      root = gelu;
+    OpBuilder b(add);
+    auto linear = b.create<exec::LinearOp>(root->getLoc(), type, matmul.getLhs(),
+                                           matmul.getRhs(), bias, matmul.getTransposeRhs(),
+                                           static_cast<bool>(gelu));
+    linear->setDiscardableAttrs(root->getDiscardableAttrDictionary());
+    root->getResult(0).replaceAllUsesWith(linear.getResult());
+    if (gelu)
+      gelu->erase();
+    add->erase();
+    matmul->erase();
+    return;
+  }
+}
+
 class ExecFusePass : public exec::impl::ExecFuseBase<ExecFusePass> {
 public:
   void runOnOperation() override {
     for (auto program : getOperation().getOps<func::FuncOp>()) {
       if (!exec::isProgram(program))
         continue;
-      // Softmax first: its scale's mul is elementwise too.
+      // Linear layers and softmax first: their adds, gelus and muls are
+      // elementwise too.
+      SmallVector<graph::AddOp> adds(program.getOps<graph::AddOp>());
+      for (graph::AddOp add : adds)
+        fuseLinear(add);
       SmallVector<graph::SoftmaxOp> softmaxes(program.getOps<graph::SoftmaxOp>());
       for (graph::SoftmaxOp softmax : softmaxes)
         fuseSoftmax(softmax);

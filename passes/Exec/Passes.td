@@ -58,9 +58,16 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
 }
 
 def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
-  let summary = "groups elementwise chains into exec.fused ops, attention's softmax into exec.softmax";
+  let summary = "groups elementwise chains into exec.fused ops, attention's softmax into "
+                "exec.softmax, linear layers into exec.linear";
   let description = [{
-    In each exec program, first: a `graph.softmax` over the last axis whose
+    In each exec program, first: a `graph.add` of a bias `[N]` to a
+    `graph.matmul` by a shared `[K, N]` or `[N, K]` weight (the input not
+    transposed, the product used only there) becomes one `exec.linear`,
+    which takes the `graph.gelu` after the sum too when that is the sum's
+    only use (in training the GELU's gradient needs the sum, so the GELU
+    stays): the GPU adds the bias and applies the GELU in cuBLASLt's
+    epilogue, as the product is written. Next, a `graph.softmax` over the last axis whose
     input is a `graph.causal_mask` or a `graph.mul` by a 0-d scale, or a
     mask of such a mul, each used only there, becomes one `exec.softmax`;
     `graph.softmax_grad` over the last axis followed by
@@ -76,7 +83,10 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     nor arena space. Run before --exec-plan-memory.
 
     ```mlir
-    // graph.add %x, %b then graph.gelu become
+    // graph.matmul %x, %w, graph.add of %b, then graph.gelu become
+    %h = exec.linear %x, %w, %b gelu
+        : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    // graph.add %x, %b then graph.gelu (%x no product) become
     %y = exec.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
     ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
       %0 = graph.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>

@@ -95,6 +95,33 @@ void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
 }
 
 template <typename T>
+void linear(const T *x, const T *w, const T *bias, T *y, int64_t rows, int64_t n, int64_t k,
+            bool transposeW, bool gelu) {
+  if (rows == 0 || n == 0)
+    return;
+  // The f32 product: in `y` itself for f32, in a copy for bf16.
+  std::vector<float> product;
+  float *out;
+  if (k == 0) {
+    product.assign(rows * n, 0.0f);
+    out = product.data();
+  } else if constexpr (std::is_same_v<T, float>) {
+    out = y;
+    matmul(x, w, out, 1, rows, n, k, false, transposeW, true);
+  } else {
+    std::vector<float> xf(x, x + rows * k), wf(w, w + k * n);
+    product.resize(rows * n);
+    out = product.data();
+    matmul(xf.data(), wf.data(), out, 1, rows, n, k, false, transposeW, true);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = elementwise::binary(BinaryKind::Add, out[r * n + j], bias[j]);
+      y[r * n + j] = gelu ? elementwise::unary(UnaryKind::Gelu, v) : v;
+    }
+}
+
+template <typename T>
 void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<int64_t> &dims,
             T *out) {
   // Permute reduced dimensions last, then reduce contiguous rows.
@@ -454,6 +481,8 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
                        const Shape &);                                                         \
   template void matmul(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t, bool,    \
                        bool, bool);                                                            \
+  template void linear(const T *, const T *, const T *, T *, int64_t, int64_t, int64_t, bool,  \
+                       bool);                                                                  \
   template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &,     \
                        T *);                                                                   \
   template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \

@@ -55,6 +55,14 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
   matmul(a, b, c, g.batch, g.m, g.n, g.k, transposeA, transposeB, g.sharedB);
 }
 
+/// exec.linear: y = x * op(w) + bias (then the GELU), over x's rows.
+template <typename T>
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
+              const Shape &yShape, bool transposeW, bool gelu) {
+  int64_t n = yShape.back(), k = xShape.back();
+  linear(x, w, bias, y, n ? sbprt::numElements(yShape) / n : 0, n, k, transposeW, gelu);
+}
+
 /// graph.layer_norm over the last dimension of `shape`.
 template <typename T>
 void layerNormOp(const T *x, const T *scale, const T *bias, T *y, const Shape &shape, float eps) {

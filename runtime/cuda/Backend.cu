@@ -139,8 +139,13 @@ bool checkIds(const int64_t *ids, int64_t count, int64_t limit, const char *what
 
 Backend::~Backend() {
   Context &c = context();
+  releaseLinearPlans();
   if (c.workspace)
     cudaFree(c.workspace);
+  if (c.ltWorkspace)
+    cudaFree(c.ltWorkspace);
+  if (c.lt)
+    cublasLtDestroy(c.lt);
   if (c.blas)
     cublasDestroy(c.blas);
   if (c.stream)
@@ -184,6 +189,13 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
     error = "cannot create the cuBLAS handle";
     return nullptr;
   }
+  if (cublasLtCreate(&c.lt) != CUBLAS_STATUS_SUCCESS) {
+    error = "cannot create the cuBLASLt handle";
+    return nullptr;
+  }
+  if (!ok(cudaMalloc(&c.ltWorkspace, kLtWorkspaceBytes), "allocating the cuBLASLt workspace",
+          error))
+    return nullptr;
   bool nccl = choice.empty() ? mpi->size() > 1 && localSize <= devices : choice == "nccl";
   if (nccl)
     return createNcclCommunicator(std::move(mpi), c.stream, error);

@@ -6,6 +6,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/rank/Rank.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +20,9 @@ struct Context {
   int device = -1;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  /// cuBLASLt, for GEMMs with epilogues (exec.linear), and its workspace.
+  cublasLtHandle_t lt = nullptr;
+  void *ltWorkspace = nullptr;
   /// SBPRT_CUDA_SYNC=1: wait after every op.
   bool syncEachOp = false;
   /// Kernel workspace outside the arena (per-row statistics, per-chunk
@@ -53,6 +57,10 @@ cudaError_t copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitc
                      size_t rows);
 /// At least `bytes` of workspace on the device.
 void *workspace(size_t bytes);
+/// The bytes of cuBLASLt workspace, allocated with the handle.
+constexpr size_t kLtWorkspaceBytes = 32u << 20;
+/// Frees exec.linear's cached cuBLASLt plans (Gemm.cu).
+void releaseLinearPlans();
 
 constexpr int kThreads = 256;
 inline unsigned blocksFor(int64_t n, int threads = kThreads) {

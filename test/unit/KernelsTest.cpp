@@ -169,6 +169,31 @@ TEST(KernelsTest, Matmul) {
       }
 }
 
+/// exec.linear is graph.matmul, graph.add of the bias and graph.gelu one
+/// after the other, bit for bit, with the weight either way round.
+TEST(KernelsTest, LinearIsMatmulAddGelu) {
+  const int64_t rows = 5, n = 7, k = 9;
+  Values x = randomData(rows * k, 11), w = randomData(k * n, 12), bias = randomData(n, 13);
+  for (bool transposeW : {false, true})
+    for (bool gelu : {false, true}) {
+      Values product(rows * n), want(rows * n), got(rows * n);
+      matmul(x.data(), w.data(), product.data(), 1, rows, n, k, false, transposeW, true);
+      binary(BinaryKind::Add, product.data(), {rows, n}, bias.data(), {n}, want.data(),
+             {rows, n});
+      if (gelu)
+        unary(UnaryKind::Gelu, want.data(), want.data(), rows * n);
+      linear(x.data(), w.data(), bias.data(), got.data(), rows, n, k, transposeW, gelu);
+      for (int64_t i = 0; i < rows * n; ++i)
+        ASSERT_EQ(got[i], want[i]) << "element " << i << " transposeW " << transposeW
+                                   << " gelu " << gelu;
+    }
+  // Nothing to contract: the bias alone.
+  Values got(rows * n);
+  linear(x.data(), w.data(), bias.data(), got.data(), rows, n, 0, false, false);
+  for (int64_t i = 0; i < rows * n; ++i)
+    ASSERT_EQ(got[i], bias[i % n]);
+}
+
 TEST(KernelsTest, Reduce) {
   Shape shape = {3, 4, 5};
   Values in = randomData(count(shape), 6);
@@ -452,6 +477,13 @@ TEST(Bf16Test, KernelsRoundOnce) {
 
   Values fs(width);
   std::vector<sbprt::bf16> bs(width);
+  // The linear layer rounds once, after the bias and the GELU.
+  Values biasK = bf16Exact(randomData(k, 8));
+  auto biasKb = toBf16(biasK);
+  linear(x.data(), w.data(), biasK.data(), fm.data(), rows, k, width, false, true);
+  linear(xb.data(), wb.data(), biasKb.data(), bm.data(), rows, k, width, false, true);
+  expectRoundedOnce(fm, bm);
+
   reduce(ReduceKind::Sum, x.data(), {rows, width}, {0}, fs.data());
   reduce(ReduceKind::Sum, xb.data(), {rows, width}, {0}, bs.data());
   expectRoundedOnce(fs, bs);

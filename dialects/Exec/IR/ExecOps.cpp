@@ -270,6 +270,35 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+/// exec.linear: input [..., M, K] of rank 2 or more, weight [K, N] ([N, K]
+/// with transpose_rhs), bias [N], result [..., M, N], one element type.
+LogicalResult LinearOp::verify() {
+  auto input = getInput().getType(), weight = getWeight().getType(),
+       bias = getBias().getType(), result = getResult().getType();
+  for (RankedTensorType type : {weight, bias, result})
+    if (type.getElementType() != input.getElementType())
+      return emitOpError() << "operands and result must have one element type, got "
+                           << input.getElementType() << " and " << type.getElementType();
+  if (input.getRank() < 2 || weight.getRank() != 2 || bias.getRank() != 1)
+    return emitOpError() << "needs an input of rank 2 or more, a rank-2 weight and a rank-1 "
+                            "bias, got "
+                         << input << ", " << weight << " and " << bias;
+  int64_t k = input.getShape().back();
+  int64_t weightK = weight.getDimSize(getTransposeRhs() ? 1 : 0);
+  int64_t n = weight.getDimSize(getTransposeRhs() ? 0 : 1);
+  if (weightK != k)
+    return emitOpError() << "contracts " << k << " input columns with " << weightK
+                         << " weight rows";
+  if (bias.getDimSize(0) != n)
+    return emitOpError() << "bias " << bias << " must have the " << n << " output columns";
+  SmallVector<int64_t> expected(input.getShape());
+  expected.back() = n;
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result " << result << " must have shape "
+                         << RankedTensorType::get(expected, input.getElementType());
+  return success();
+}
+
 /// exec.softmax and exec.softmax_grad: scores of rank 1 or more, a causal
 /// mask on square trailing dimensions.
 static LogicalResult verifyScores(Operation *op, RankedTensorType type, bool causal) {

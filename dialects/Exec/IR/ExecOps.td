@@ -255,6 +255,33 @@ def Exec_FusedOp : Exec_Op<"fused", [IsolatedFromAbove]> {
   let hasVerifier = 1;
 }
 
+def Exec_LinearOp : Exec_Op<"linear", [Pure]> {
+  let summary = "a matrix product with its bias (and GELU) in the GEMM's epilogue (--exec-fuse)";
+  let description = [{
+    `gelu(matmul(input, weight) + bias)`, the GELU there when `gelu` is
+    named: what `graph.matmul` by a shared `[K, N]` weight (`[N, K]` with
+    `transpose_rhs`), `graph.add` of an `[N]` bias and `graph.gelu` compute
+    one after the other. The sum and the GELU happen as the product is
+    written (cuBLASLt's bias and GELU epilogues on the GPU, the loop after
+    the GEMM on the CPU), so the product never makes a round trip through
+    memory. On the CPU the bits are those of the three ops in f32; a bf16
+    result is rounded once, not after each op.
+
+    ```mlir
+    %h = exec.linear %x, %w, %b gelu
+        : (tensor<2x8x16xf32>, tensor<16x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$input, Exec_FloatTensor:$weight,
+                       Exec_FloatTensor:$bias, UnitAttr:$transpose_rhs, UnitAttr:$gelu);
+  let results = (outs Exec_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias (`transpose_rhs` $transpose_rhs^)? (`gelu` $gelu^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Exec_SoftmaxOp : Exec_Op<"softmax", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "scale, causal mask and softmax over the last axis in one pass (--exec-fuse)";
   let description = [{

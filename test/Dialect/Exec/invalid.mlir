@@ -182,3 +182,63 @@ func.func @p() {
   %c = exec.convert %x : tensor<8x6xf32> to tensor<6x8xbf16>
   return
 }
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_k() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [6, 3] [B] : tensor<6x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  // expected-error @+1 {{'exec.linear' op contracts 8 input columns with 6 weight rows}}
+  %y = exec.linear %x, %w, %b : (tensor<4x8xf32>, tensor<6x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_bias() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [3, 8] [B] : tensor<3x8xf32>
+  %b = exec.load "param" "b" global [8] [B] : tensor<8xf32>
+  // expected-error @+1 {{'exec.linear' op bias 'tensor<8xf32>' must have the 3 output columns}}
+  %y = exec.linear %x, %w, %b transpose_rhs : (tensor<4x8xf32>, tensor<3x8xf32>, tensor<8xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_result() {
+  %x = exec.load "input" "x" global [2, 4, 8] [B] : tensor<2x4x8xf32>
+  %w = exec.load "param" "w" global [8, 3] [B] : tensor<8x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  // expected-error @+1 {{'exec.linear' op result 'tensor<8x3xf32>' must have shape 'tensor<2x4x3xf32>'}}
+  %y = exec.linear %x, %w, %b : (tensor<2x4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_rank() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [2, 8, 3] [B] : tensor<2x8x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  // expected-error @+1 {{'exec.linear' op needs an input of rank 2 or more, a rank-2 weight and a rank-1 bias, got 'tensor<4x8xf32>', 'tensor<2x8x3xf32>' and 'tensor<3xf32>'}}
+  %y = exec.linear %x, %w, %b : (tensor<4x8xf32>, tensor<2x8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_type() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xbf16>
+  %w = exec.load "param" "w" global [8, 3] [B] : tensor<8x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  // expected-error @+1 {{'exec.linear' op operands and result must have one element type, got 'bf16' and 'f32'}}
+  %y = exec.linear %x, %w, %b gelu : (tensor<4x8xbf16>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}

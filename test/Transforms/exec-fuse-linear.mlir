@@ -1,0 +1,117 @@
+// RUN: sbpc-opt %s --exec-fuse --split-input-file | FileCheck %s
+
+// A linear layer and its GELU become one exec.linear; the residual add
+// after it stays for the elementwise fusion. The bias may come first, the
+// weight may be transposed, and the region attribute the GELU carried
+// stays on the op that replaces it.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @mlp() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [2, 4, 8] [B] : tensor<2x4x8xf32>
+  %w = exec.load "param" "w" global [8, 16] [B] : tensor<8x16xf32>
+  %b = exec.load "param" "b" global [16] [B] : tensor<16xf32>
+  %v = exec.load "param" "v" global [8, 16] [B] : tensor<8x16xf32>
+  %c = exec.load "param" "c" global [8] [B] : tensor<8xf32>
+  %0 = graph.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %1 = graph.add %0, %b : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %2 = graph.gelu %1 {graph.region = "b0"} : tensor<2x4x16xf32>
+  %3 = graph.matmul %2, %v transpose_rhs : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+  %4 = graph.add %c, %3 : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %5 = graph.add %4, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %6 = graph.tanh %5 : tensor<2x4x8xf32>
+  exec.store %6 "y" global [2, 4, 8] [B] : tensor<2x4x8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @mlp()
+// CHECK: %[[X:.*]] = exec.load "input" "x"
+// CHECK: %[[W:.*]] = exec.load "param" "w"
+// CHECK: %[[B:.*]] = exec.load "param" "b"
+// CHECK: %[[V:.*]] = exec.load "param" "v"
+// CHECK: %[[C:.*]] = exec.load "param" "c"
+// CHECK-NOT: graph.matmul
+// CHECK: %[[H:.*]] = exec.linear %[[X]], %[[W]], %[[B]] gelu {graph.region = "b0"} : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[O:.*]] = exec.linear %[[H]], %[[V]], %[[C]] transpose_rhs : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = exec.fused(%[[O]], %[[X]])
+// CHECK: graph.add
+// CHECK-NEXT: graph.tanh
+// CHECK-NOT: graph.gelu
+// CHECK: exec.store %[[Y]] "y"
+
+// -----
+
+// Training keeps the sum for the GELU's gradient: the bias fuses, the GELU
+// does not. Not fused: a product used twice, a transposed input, a batched
+// (per-entry) right operand, a bias that is not [N] (a [1, N] row, a full
+// [M, N] matrix).
+sbp.mesh @m axes ["x"] shape [1]
+func.func @kept() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 8] [B] : tensor<8x8xf32>
+  %b = exec.load "param" "b" global [8] [B] : tensor<8xf32>
+  %r = exec.load "param" "r" global [1, 8] [B] : tensor<1x8xf32>
+  %m = exec.load "param" "m" global [4, 8] [B] : tensor<4x8xf32>
+  %p = exec.load "input" "p" global [2, 4, 8] [B] : tensor<2x4x8xf32>
+  %q = exec.load "input" "q" global [2, 8, 8] [B] : tensor<2x8x8xf32>
+  %0 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = graph.add %0, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %2 = graph.gelu %1 : tensor<4x8xf32>
+  exec.store %2 "h" global [4, 8] [B] : tensor<4x8xf32>
+  %dy = exec.load "input" "dy" global [4, 8] [B] : tensor<4x8xf32>
+  %3 = graph.gelu_grad %1, %dy : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  exec.store %3 "train" global [4, 8] [B] : tensor<4x8xf32>
+  %4 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %5 = graph.add %4, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  exec.store %4 "twice" global [4, 8] [B] : tensor<4x8xf32>
+  exec.store %5 "sum" global [4, 8] [B] : tensor<4x8xf32>
+  %6 = graph.matmul %x, %m transpose_lhs : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %7 = graph.add %6, %b : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
+  exec.store %7 "tlhs" global [8, 8] [B] : tensor<8x8xf32>
+  %8 = graph.matmul %p, %q : (tensor<2x4x8xf32>, tensor<2x8x8xf32>) -> tensor<2x4x8xf32>
+  %9 = graph.add %8, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  exec.store %9 "batched" global [2, 4, 8] [B] : tensor<2x4x8xf32>
+  %10 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %11 = graph.add %10, %r : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  exec.store %11 "row" global [4, 8] [B] : tensor<4x8xf32>
+  %12 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %13 = graph.add %12, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  exec.store %13 "full" global [4, 8] [B] : tensor<4x8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @kept()
+// CHECK: %[[S:.*]] = exec.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: graph.gelu %[[S]]
+// CHECK: graph.gelu_grad %[[S]], %
+// CHECK-NOT: exec.linear
+// CHECK: graph.matmul
+// CHECK-NEXT: graph.add
+// CHECK: graph.matmul {{.*}} transpose_lhs
+// CHECK-NEXT: graph.add
+// CHECK: graph.matmul {{.*}} (tensor<2x4x8xf32>, tensor<2x8x8xf32>)
+// CHECK-NEXT: graph.add
+// CHECK: graph.matmul
+// CHECK-NEXT: graph.add {{.*}} tensor<1x8xf32>
+// CHECK: graph.matmul
+// CHECK-NEXT: graph.add {{.*}} (tensor<4x8xf32>, tensor<4x8xf32>)
+
+// -----
+
+// bf16 (after --exec-bf16) fuses the same way.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @bf16() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 8] [B] : tensor<8x8xf32>
+  %b = exec.load "param" "b" global [8] [B] : tensor<8xf32>
+  %xb = exec.convert %x : tensor<4x8xf32> to tensor<4x8xbf16>
+  %wb = exec.convert %w : tensor<8x8xf32> to tensor<8x8xbf16>
+  %bb = exec.convert %b : tensor<8xf32> to tensor<8xbf16>
+  %0 = graph.matmul %xb, %wb : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+  %1 = graph.add %0, %bb : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  %2 = graph.gelu %1 : tensor<4x8xbf16>
+  %3 = exec.convert %2 : tensor<4x8xbf16> to tensor<4x8xf32>
+  exec.store %3 "y" global [4, 8] [B] : tensor<4x8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @bf16()
+// CHECK: exec.linear %{{.*}}, %{{.*}}, %{{.*}} gelu : (tensor<4x8xbf16>, tensor<8x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
