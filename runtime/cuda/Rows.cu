@@ -1,12 +1,17 @@
 // Kernels over rows and lines: reductions, softmax, layer norm,
 // cross-entropy, embeddings. One block per row (line), threads striding
-// along it, block reductions in a fixed order; sums in double where the
-// CPU kernels sum in double.
+// along it, block reductions in a fixed order. The forward softmax, layer
+// norm and cross-entropy (and cross-entropy's gradient) read each row once
+// (one-pass kernels, vectorized loads, f32 sums); the others sum in double
+// where the CPU kernels do.
 #include "runtime/cuda/Context.h"
 #include "runtime/cuda/Ops.h"
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 namespace sbprt::cuda {
 namespace {
@@ -72,6 +77,245 @@ __global__ void reduceOutputsKernel(ReduceKind kind, const T *in, T *out, Stride
                  ? best
                  : static_cast<float>(kind == ReduceKind::Mean ? sum / reducedCount : sum);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// One-pass row kernels. A row of up to kRowThreads * V * Items elements
+// lives in registers: it is read once, V consecutive elements per load
+// (16-byte loads of f32, 8-byte of bf16, where the row's width and
+// addresses allow), and written once. Sums are f32, in the block's fixed
+// order. Wider rows take the kernels above.
+//===----------------------------------------------------------------------===//
+
+template <typename T, int V> struct alignas(V * sizeof(T)) Pack {
+  T v[V];
+};
+
+template <int V, typename T> __device__ void loadPack(const T *p, float (&out)[V]) {
+  Pack<T, V> pack = *reinterpret_cast<const Pack<T, V> *>(p);
+#pragma unroll
+  for (int c = 0; c < V; ++c)
+    out[c] = static_cast<float>(pack.v[c]);
+}
+
+template <int V, typename T> __device__ void storePack(T *p, const float (&in)[V]) {
+  Pack<T, V> pack;
+#pragma unroll
+  for (int c = 0; c < V; ++c)
+    pack.v[c] = static_cast<T>(in[c]);
+  *reinterpret_cast<Pack<T, V> *>(p) = pack;
+}
+
+/// The first element of item `i` of this thread's part of a row.
+template <int V> __device__ int64_t itemStart(int i) {
+  return (threadIdx.x + static_cast<int64_t>(i) * blockDim.x) * V;
+}
+
+template <typename T, int V, int Items>
+__global__ void layerNormOnePassKernel(const T *in, const T *scale, const T *bias, T *out,
+                                       int64_t width, float eps) {
+  __shared__ float shared[kRowThreads / 32];
+  const T *x = in + blockIdx.x * width;
+  T *y = out + blockIdx.x * width;
+  float v[Items][V];
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Items; ++i)
+    if (itemStart<V>(i) < width) {
+      loadPack<V>(x + itemStart<V>(i), v[i]);
+#pragma unroll
+      for (int c = 0; c < V; ++c)
+        sum += v[i][c];
+    }
+  float mean = blockReduce(sum, shared, Sum()) / static_cast<float>(width);
+  float var = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Items; ++i)
+    if (itemStart<V>(i) < width)
+#pragma unroll
+      for (int c = 0; c < V; ++c)
+        var += (v[i][c] - mean) * (v[i][c] - mean);
+  float rstd = 1.0f / sqrtf(blockReduce(var, shared, Sum()) / static_cast<float>(width) + eps);
+#pragma unroll
+  for (int i = 0; i < Items; ++i) {
+    int64_t j = itemStart<V>(i);
+    if (j >= width)
+      continue;
+    float g[V], b[V];
+    loadPack<V>(scale + j, g);
+    loadPack<V>(bias + j, b);
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+      v[i][c] = (v[i][c] - mean) * rstd * g[c] + b[c];
+    storePack<V>(y + j, v[i]);
+  }
+}
+
+/// exec.softmax (and graph.softmax over the last axis, with no scale and
+/// no mask) on row blockIdx.x, as scaledSoftmaxKernel computes it.
+template <typename T, int V, int Items>
+__global__ void scaledSoftmaxOnePassKernel(const T *in, const T *scale, bool causal, T *out,
+                                           int64_t width) {
+  __shared__ float shared[kRowThreads / 32];
+  int64_t row = blockIdx.x;
+  const T *x = in + row * width;
+  T *y = out + row * width;
+  int64_t kept = causal ? row % width + 1 : width;
+  float s = scale ? static_cast<float>(*scale) : 1.0f;
+  float v[Items][V];
+  float best = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < Items; ++i) {
+    int64_t j = itemStart<V>(i);
+    if (j >= kept)
+      continue;
+    loadPack<V>(x + j, v[i]);
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      v[i][c] = j + c < kept ? (scale ? v[i][c] * s : v[i][c]) : -INFINITY;
+      best = fmaxf(best, v[i][c]);
+    }
+  }
+  best = blockReduce(best, shared, Max());
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Items; ++i)
+    if (itemStart<V>(i) < kept)
+#pragma unroll
+      for (int c = 0; c < V; ++c) {
+        v[i][c] = itemStart<V>(i) + c < kept ? expf(v[i][c] - best) : 0.0f;
+        sum += v[i][c];
+      }
+  float inverse = 1.0f / blockReduce(sum, shared, Sum());
+#pragma unroll
+  for (int i = 0; i < Items; ++i) {
+    int64_t j = itemStart<V>(i);
+    if (j >= width)
+      continue;
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+      v[i][c] = j < kept ? v[i][c] * inverse : 0.0f;
+    storePack<V>(y + j, v[i]);
+  }
+}
+
+/// A running max and sum of exp(x - max) (online softmax): cross-entropy
+/// reads its row once for both.
+struct MaxSum {
+  float max, sum;
+};
+
+__device__ MaxSum merge(MaxSum a, MaxSum b) {
+  if (a.sum == 0.0f)
+    return b;
+  if (b.sum == 0.0f)
+    return a;
+  float m = fmaxf(a.max, b.max);
+  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+}
+
+/// The row's MaxSum on every thread: each thread's elements, then the
+/// block's, merged in a fixed order.
+template <int V, typename T> __device__ MaxSum rowMaxSum(const T *x, int64_t width) {
+  __shared__ MaxSum shared[kRowThreads / 32];
+  MaxSum acc{-INFINITY, 0.0f};
+  for (int64_t j = threadIdx.x * static_cast<int64_t>(V); j < width;
+       j += static_cast<int64_t>(blockDim.x) * V) {
+    float v[V];
+    loadPack<V>(x + j, v);
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      if (v[c] == -INFINITY)
+        continue;
+      if (v[c] > acc.max) {
+        acc.sum = acc.sum * expf(acc.max - v[c]) + 1.0f;
+        acc.max = v[c];
+      } else {
+        acc.sum += expf(v[c] - acc.max);
+      }
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2)
+    acc = merge(acc, {__shfl_xor_sync(0xffffffffu, acc.max, offset),
+                      __shfl_xor_sync(0xffffffffu, acc.sum, offset)});
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (lane == 0)
+    shared[warp] = acc;
+  __syncthreads();
+  acc = shared[0];
+  for (int w = 1; w < warps; ++w)
+    acc = merge(acc, shared[w]);
+  return acc;
+}
+
+/// rowLoss[r] = -log_softmax(logits[r])[targets[r]].
+template <typename T, int V>
+__global__ void crossEntropyOnePassKernel(const T *logits, const int64_t *targets,
+                                          double *rowLoss, int64_t classes) {
+  const T *x = logits + blockIdx.x * classes;
+  MaxSum row = rowMaxSum<V>(x, classes);
+  if (threadIdx.x == 0) {
+    float logProb = static_cast<float>(x[targets[blockIdx.x]]) - row.max - logf(row.sum);
+    rowLoss[blockIdx.x] = -static_cast<double>(logProb);
+  }
+}
+
+template <typename T, int V>
+__global__ void crossEntropyGradOnePassKernel(const T *logits, const int64_t *targets,
+                                              const T *lossGrad, T *dlogits, int64_t classes) {
+  const T *x = logits + blockIdx.x * classes;
+  T *dx = dlogits + blockIdx.x * classes;
+  MaxSum row = rowMaxSum<V>(x, classes);
+  int64_t target = targets[blockIdx.x];
+  float inverse = 1.0f / row.sum, scale = static_cast<float>(*lossGrad);
+  for (int64_t j = threadIdx.x * static_cast<int64_t>(V); j < classes;
+       j += static_cast<int64_t>(blockDim.x) * V) {
+    float v[V];
+    loadPack<V>(x + j, v);
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      float p = expf(v[c] - row.max) * inverse;
+      if (j + c == target)
+        p -= 1.0f;
+      v[c] = p * scale;
+    }
+    storePack<V>(dx + j, v);
+  }
+}
+
+/// Whether rows of `width` elements at these addresses load V = 4 at a time.
+template <typename T> bool packable(int64_t width, std::initializer_list<const void *> pointers) {
+  if (width % 4)
+    return false;
+  for (const void *p : pointers)
+    if (p && reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)))
+      return false;
+  return true;
+}
+
+/// Calls launch(V, Items) (std::integral_constants) with V = 4 when
+/// `packed`, else 1, and the fewest Items of 1, 2, 4, 8 that hold a row of
+/// `width`; false, launching nothing, when the row is wider than that.
+template <typename Launch> bool launchOnePass(int64_t width, bool packed, Launch launch) {
+  int64_t perLoad = (packed ? 4 : 1) * static_cast<int64_t>(kRowThreads);
+  int64_t items = (width + perLoad - 1) / perLoad;
+  if (items > 8)
+    return false;
+  auto withV = [&](auto v) {
+    if (items <= 1)
+      launch(v, std::integral_constant<int, 1>());
+    else if (items <= 2)
+      launch(v, std::integral_constant<int, 2>());
+    else if (items <= 4)
+      launch(v, std::integral_constant<int, 4>());
+    else
+      launch(v, std::integral_constant<int, 8>());
+  };
+  if (packed)
+    withV(std::integral_constant<int, 4>());
+  else
+    withV(std::integral_constant<int, 1>());
+  return true;
 }
 
 /// Line `blockIdx.x` of a tensor reduced along an axis of `width` with
@@ -284,21 +528,6 @@ __global__ void layerNormGradColumnsKernel(const double *partial, int64_t chunks
   }
 }
 
-/// rowLoss[r] = -log_softmax(logits[r])[targets[r]].
-template <typename T>
-__global__ void crossEntropyRowsKernel(const T *logits, const int64_t *targets,
-                                       double *rowLoss, int64_t classes) {
-  const T *x = logits + blockIdx.x * classes;
-  float best;
-  double sum;
-  lineMaxAndSum(x, classes, 1, best, sum);
-  if (threadIdx.x == 0) {
-    float logProb =
-        static_cast<float>(static_cast<double>(x[targets[blockIdx.x]]) - best - log(sum));
-    rowLoss[blockIdx.x] = -static_cast<double>(logProb);
-  }
-}
-
 /// The rows' losses summed in row order.
 template <typename T>
 __global__ void sumRowsKernel(const double *rowLoss, int64_t rows, T *loss) {
@@ -306,23 +535,6 @@ __global__ void sumRowsKernel(const double *rowLoss, int64_t rows, T *loss) {
   for (int64_t r = 0; r < rows; ++r)
     total += rowLoss[r];
   *loss = static_cast<float>(total);
-}
-
-template <typename T>
-__global__ void crossEntropyGradKernel(const T *logits, const int64_t *targets,
-                                       const T *lossGrad, T *dlogits, int64_t classes) {
-  const T *x = logits + blockIdx.x * classes;
-  float best;
-  double sum;
-  lineMaxAndSum(x, classes, 1, best, sum);
-  int64_t target = targets[blockIdx.x];
-  double scale = *lossGrad;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    float p = static_cast<float>(exp(static_cast<double>(x[c]) - best) / sum);
-    if (c == target)
-      p -= 1.0f;
-    dlogits[blockIdx.x * classes + c] = static_cast<float>(static_cast<double>(p) * scale);
-  }
 }
 
 template <typename T>
@@ -392,6 +604,10 @@ void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoft
   linesOf(shape, axis, lines, width, inner);
   if (lines == 0)
     return;
+  if (inner == 1 && !logSoftmax) { // over the last axis: the one-pass kernel
+    scaledSoftmax(in, static_cast<const T *>(nullptr), false, out, shape);
+    return;
+  }
   softmaxKernel<<<lines, kRowThreads, 0, stream()>>>(in, out, width, inner, logSoftmax);
   launched("softmax");
 }
@@ -412,7 +628,12 @@ void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
     return;
-  scaledSoftmaxKernel<<<rows, kRowThreads, 0, stream()>>>(in, scale, causal, out, width);
+  bool onePass = launchOnePass(width, packable<T>(width, {in, out}), [&](auto v, auto items) {
+    scaledSoftmaxOnePassKernel<T, decltype(v)::value, decltype(items)::value>
+        <<<rows, kRowThreads, 0, stream()>>>(in, scale, causal, out, width);
+  });
+  if (!onePass)
+    scaledSoftmaxKernel<<<rows, kRowThreads, 0, stream()>>>(in, scale, causal, out, width);
   launched("softmax");
 }
 
@@ -432,7 +653,13 @@ void layerNormOp(const T *x, const T *scale, const T *bias, T *y,
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
     return;
-  layerNormKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, bias, y, width, eps);
+  bool onePass =
+      launchOnePass(width, packable<T>(width, {x, scale, bias, y}), [&](auto v, auto items) {
+        layerNormOnePassKernel<T, decltype(v)::value, decltype(items)::value>
+            <<<rows, kRowThreads, 0, stream()>>>(x, scale, bias, y, width, eps);
+      });
+  if (!onePass)
+    layerNormKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, bias, y, width, eps);
   launched("layer norm");
 }
 
@@ -472,8 +699,12 @@ bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *ta
   if (!checkIds(targets, rows, classes, "target", "classes", error))
     return false;
   auto *rowLoss = static_cast<double *>(workspace((rows ? rows : 1) * sizeof(double)));
-  if (rows)
-    crossEntropyRowsKernel<<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss, classes);
+  if (rows && packable<T>(classes, {logits}))
+    crossEntropyOnePassKernel<T, 4>
+        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss, classes);
+  else if (rows)
+    crossEntropyOnePassKernel<T, 1>
+        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss, classes);
   sumRowsKernel<<<1, 1, 0, stream()>>>(rowLoss, rows, loss);
   launched("cross-entropy");
   return true;
@@ -487,8 +718,12 @@ bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t
     return false;
   if (rows == 0)
     return true;
-  crossEntropyGradKernel<<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad, dlogits,
-                                                             classes);
+  if (packable<T>(classes, {logits, dlogits}))
+    crossEntropyGradOnePassKernel<T, 4>
+        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad, dlogits, classes);
+  else
+    crossEntropyGradOnePassKernel<T, 1>
+        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad, dlogits, classes);
   launched("cross-entropy gradient");
   return true;
 }
