@@ -34,12 +34,12 @@ Value gradientOf(Operation *update) {
   return nullptr;
 }
 
-/// The ops of `program` that stay f32: the optimizer updates, and every op
+/// The ops of `program` that stay f32: the optimizer updates, every op
 /// that an update's state or a stored value depends on without depending on
 /// an input (the step counter, a ZeRO shard of a parameter, the updated
-/// parameters on their way to their stores). The rest depends on the
-/// inputs (the forward and backward) or is used only there, and runs in
-/// bf16.
+/// parameters on their way to their stores), and the sums over
+/// micro-batches (graph.accumulate). The rest depends on the inputs (the
+/// forward and backward) or is used only there, and runs in bf16.
 llvm::DenseSet<Operation *> f32Ops(func::FuncOp program) {
   llvm::DenseSet<Operation *> fromInputs, keep;
   for (Operation &op : program.getBody().front()) {
@@ -67,6 +67,12 @@ llvm::DenseSet<Operation *> f32Ops(func::FuncOp program) {
       continue;
     llvm::append_range(work, def->getOperands());
   }
+  // Sums over micro-batches accumulate in f32: each micro-batch's bf16
+  // result is widened and added to an f32 total.
+  program.walk([&](Operation *op) {
+    if (op->hasAttr(graph::GraphDialect::kAccumulateAttr))
+      keep.insert(op);
+  });
   return keep;
 }
 

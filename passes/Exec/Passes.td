@@ -38,7 +38,9 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
     update or a stored output needs without depending on an input stays
     f32: the parameters the update reads, its state (moments, velocity,
     step), the update itself and the new values on their way to their
-    stores. Where the two meet, an `exec.convert` is made once, right after
+    stores. Sums over micro-batches (`graph.accumulate` adds) stay f32 too,
+    so gradient accumulation does not round at every micro-batch. Where the
+    two meet, an `exec.convert` is made once, right after
     the value: a parameter's bf16 copy for the forward and the backward, a
     gradient's f32 copy for the update, a constant's bf16 copy. Loads of
     bf16 values round the file's f32 as they read; stores write f32.

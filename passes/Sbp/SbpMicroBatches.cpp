@@ -193,8 +193,12 @@ LogicalResult MicroBatcher::run() {
     for (auto [k, value] : llvm::enumerate(ret.getOperands())) {
       Value mine = mapping.lookupOrDefault(value);
       const Sbp &s = resultLayouts[k][0];
-      if (s.isPartial())
-        sums[k] = sums[k] ? b.create<graph::AddOp>(ret.getLoc(), sums[k], mine).getResult() : mine;
+      if (s.isPartial() && sums[k]) {
+        auto add = b.create<graph::AddOp>(ret.getLoc(), sums[k], mine);
+        add->setAttr(graph::GraphDialect::kAccumulateAttr, b.getUnitAttr());
+        sums[k] = add;
+      } else if (s.isPartial())
+        sums[k] = mine;
       else if (s.isSplit())
         pieces[k].push_back(mine);
       else if (i == 0)

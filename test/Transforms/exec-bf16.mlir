@@ -77,6 +77,38 @@ func.func @forward() attributes {exec.ranks = array<i64: 0>} {
 
 // -----
 
+// A sum over micro-batches (graph.accumulate) stays f32: each micro-batch's
+// bf16 gradient is widened once and added to the f32 total; the all-reduce
+// after it moves bf16 again, and the update reads the f32 copy of that.
+sbp.mesh @m axes ["x"] shape [2]
+func.func @accumulate() attributes {exec.ranks = array<i64: 0, 1>} {
+  %x = exec.load "input" "x" global [4, 8] [S(0)] : tensor<2x8xf32>
+  %w = exec.load "param" "w" global [8, 8] [B] : tensor<8x8xf32>
+  %v = exec.load "param" "w.velocity" global [8, 8] [B] : tensor<8x8xf32>
+  %g0 = graph.matmul %x, %x transpose_lhs : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<8x8xf32>
+  %g1 = graph.exp %g0 : tensor<8x8xf32>
+  %sum = graph.add %g0, %g1 {graph.accumulate} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r = exec.all_reduce %sum axis 0 "sum" : tensor<8x8xf32>
+  %nw, %nv = graph.sgd_update %w, %r, %v lr = 1.0e-1 momentum = 0.9 weight_decay = 0.0
+      : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>)
+  exec.store %nw "w" global [8, 8] [B] : tensor<8x8xf32>
+  exec.store %nv "w.velocity" global [8, 8] [B] : tensor<8x8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @accumulate()
+// CHECK:      %[[G0:.*]] = graph.matmul {{.*}} -> tensor<8x8xbf16>
+// CHECK-NEXT: %[[W0:.*]] = exec.convert %[[G0]] : tensor<8x8xbf16> to tensor<8x8xf32>
+// CHECK-NEXT: %[[G1:.*]] = graph.exp %[[G0]] : tensor<8x8xbf16>
+// CHECK-NEXT: %[[W1:.*]] = exec.convert %[[G1]] : tensor<8x8xbf16> to tensor<8x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = graph.add %[[W0]], %[[W1]] {graph.accumulate} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK-NEXT: %[[SB:.*]] = exec.convert %[[SUM]] : tensor<8x8xf32> to tensor<8x8xbf16>
+// CHECK-NEXT: %[[R:.*]] = exec.all_reduce %[[SB]] axis 0 "sum" : tensor<8x8xbf16>
+// CHECK-NEXT: %[[RF:.*]] = exec.convert %[[R]] : tensor<8x8xbf16> to tensor<8x8xf32>
+// CHECK-NEXT: graph.sgd_update %{{.*}}, %[[RF]], %{{.*}}
+
+// -----
+
 // Both sides of a pipeline boundary say bf16, whatever the sender held.
 sbp.mesh @m axes ["pp"] shape [2]
 func.func @first() attributes {exec.ranks = array<i64: 0>} {

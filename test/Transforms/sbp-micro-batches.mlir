@@ -17,8 +17,8 @@
 // CHECK-NEXT: %[[Y1:.*]] = graph.matmul %[[X1]], %arg1
 // CHECK-NEXT: %[[L1:.*]] = graph.reduce_sum %[[Y1]]
 // CHECK-NEXT: %[[D1:.*]] = graph.matmul %[[X1]], %[[Y1]] transpose_lhs
-// CHECK-NEXT: %[[L:.*]] = graph.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// CHECK-NEXT: %[[D:.*]] = graph.add %[[D0]], %[[D1]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT: %[[L:.*]] = graph.add %[[L0]], %[[L1]] {graph.accumulate} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: %[[D:.*]] = graph.add %[[D0]], %[[D1]] {graph.accumulate} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT: %[[R0:.*]] = graph.reshape %[[Y0]] : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
 // CHECK-NEXT: %[[R1:.*]] = graph.reshape %[[Y1]] : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
 // CHECK-NEXT: %[[C:.*]] = graph.concat %[[R0]], %[[R1]] axis = 1 : (tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x2x3xf32>

@@ -49,6 +49,11 @@ def Graph_Dialect : Dialect {
     - `graph.selective`: the op is cheap to recompute but its results are
       large (attention scores and probabilities): with
       `recompute=selective` only these are recomputed, per block.
+
+    Op attributes that passes set:
+    - `graph.accumulate`: a `graph.add` that sums a result over micro-batches
+      (`--sbp-micro-batches`: a gradient, the loss); `--exec-bf16` keeps it
+      in f32, so gradient accumulation does not round at every micro-batch.
   }];
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
@@ -59,6 +64,7 @@ def Graph_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOutputAttr = "graph.output";
     static constexpr ::llvm::StringLiteral kRegionAttr = "graph.region";
     static constexpr ::llvm::StringLiteral kSelectiveAttr = "graph.selective";
+    static constexpr ::llvm::StringLiteral kAccumulateAttr = "graph.accumulate";
   }];
 }
 
