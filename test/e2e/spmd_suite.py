@@ -139,7 +139,8 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
         if compiled.returncode != 0:
             return "FAIL", "compile --target " + args.bundle_target + ": " + compiled.stderr.strip()
         try:
-            export_case(args.bundle, f"{args.model}{'-grad' if args.autodiff else ''}-{name}",
+            kind = ("-grad" if args.autodiff else "") + ("-bf16" if args.precision == "bf16" else "")
+            export_case(args.bundle, f"{args.model}{kind}-{name}",
                         out, device, [("run", ["--params", os.path.join(work, "params.safetensors"),
                                                *inputs])], args.rtol, sanitize=nranks == 1)
         except RuntimeError as e:

@@ -46,7 +46,8 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, sanitize=
     of the same flags; `runs` is [(run name, launch arguments)] with paths
     as the caller has them."""
     case = os.path.join(bundle, name)
-    shutil.rmtree(case, ignore_errors=True)
+    if os.path.exists(case):  # two suites' cases by one name: one would be lost
+        raise RuntimeError(f"case {name} is already in {bundle}")
     os.makedirs(os.path.join(case, "inputs"))
     shutil.copytree(device_program, os.path.join(case, "prog"), symlinks=True)
     described = []
