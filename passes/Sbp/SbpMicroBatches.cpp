@@ -197,12 +197,11 @@ LogicalResult MicroBatcher::run() {
         auto add = b.create<graph::AddOp>(ret.getLoc(), sums[k], mine);
         add->setAttr(graph::GraphDialect::kAccumulateAttr, b.getUnitAttr());
         sums[k] = add;
-      } else if (s.isPartial())
-        sums[k] = mine;
-      else if (s.isSplit())
+      } else if (s.isSplit()) {
         pieces[k].push_back(mine);
-      else if (i == 0)
-        sums[k] = mine;
+      } else if (s.isPartial() || i == 0) {
+        sums[k] = mine; // the first partial sum, or a broadcast result's copy
+      }
     }
   }
   // Rows come back in their order: micro-batch i held rows i, i+N, ...

@@ -74,22 +74,39 @@ void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
   });
 }
 
+/// One GEMM in f32: c[m, n] = op(a) op(b), sgemm on the values (on f32
+/// copies of bf16 ones); zeros when there is nothing to contract.
+template <typename T>
+static void productF32(const T *a, const T *b, float *c, int64_t m, int64_t n, int64_t k,
+                       bool transposeA, bool transposeB) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    std::fill(c, c + m * n, 0.0f);
+  } else if constexpr (!std::is_same_v<T, float>) {
+    std::vector<float> af(a, a + m * k), bf(b, b + k * n);
+    productF32(af.data(), bf.data(), c, m, n, k, transposeA, transposeB);
+  } else {
+    cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
+                transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, transposeA ? m : k, b,
+                transposeB ? k : n, 0.0f, c, n);
+  }
+}
+
 template <typename T>
 void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
             int64_t k, bool transposeA, bool transposeB, bool sharedB) {
   for (int64_t i = 0; i < batch; ++i) {
     const T *ai = a + i * m * k;
     const T *bi = sharedB ? b : b + i * k * n;
-    if constexpr (!std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float>) {
+      productF32(ai, bi, c + i * m * n, m, n, k, transposeA, transposeB);
+    } else {
       // bf16: the product of the f32 values, rounded once (what cuBLAS's
       // bf16 GEMM with f32 compute gives, up to the order of its sums).
-      std::vector<float> af(ai, ai + m * k), bf(bi, bi + k * n), cf(m * n);
-      matmul(af.data(), bf.data(), cf.data(), 1, m, n, k, transposeA, transposeB, false);
+      std::vector<float> cf(m * n);
+      productF32(ai, bi, cf.data(), m, n, k, transposeA, transposeB);
       std::copy(cf.begin(), cf.end(), c + i * m * n);
-    } else {
-      cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
-                transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, ai, transposeA ? m : k,
-                bi, transposeB ? k : n, 0.0f, c + i * m * n, n);
     }
   }
 }
@@ -97,23 +114,16 @@ void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
 template <typename T>
 void linear(const T *x, const T *w, const T *bias, T *y, int64_t rows, int64_t n, int64_t k,
             bool transposeW, bool gelu) {
-  if (rows == 0 || n == 0)
-    return;
-  // The f32 product: in `y` itself for f32, in a copy for bf16.
+  // The f32 product: in `y` itself for f32, in a buffer for bf16.
   std::vector<float> product;
-  float *out;
-  if (k == 0) {
-    product.assign(rows * n, 0.0f);
-    out = product.data();
-  } else if constexpr (std::is_same_v<T, float>) {
+  float *out = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
     out = y;
-    matmul(x, w, out, 1, rows, n, k, false, transposeW, true);
   } else {
-    std::vector<float> xf(x, x + rows * k), wf(w, w + k * n);
     product.resize(rows * n);
     out = product.data();
-    matmul(xf.data(), wf.data(), out, 1, rows, n, k, false, transposeW, true);
   }
+  productF32(x, w, out, rows, n, k, false, transposeW);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       float v = elementwise::binary(BinaryKind::Add, out[r * n + j], bias[j]);

@@ -167,6 +167,11 @@ TEST(KernelsTest, Matmul) {
         checkMatmul(3, 4, 5, 6, transA, transB, sharedB);
         checkMatmul(1, 7, 2, 3, transA, transB, sharedB);
       }
+  // Nothing to contract: zeros, not BLAS's error on a leading dimension of 0.
+  Values c(6, 1.0f);
+  matmul(c.data(), c.data(), c.data(), 1, 2, 3, 0, false, false, true);
+  for (float v : c)
+    EXPECT_EQ(v, 0.0f);
 }
 
 /// exec.linear is graph.matmul, graph.add of the bias and graph.gelu one
