@@ -77,7 +77,7 @@ bench-search: build
 
 # The GPU benchmark (bench/README.md): GPT-2 small and medium, forward and
 # training step, against PyTorch eager and torch.compile where PyTorch has
-# CUDA. Needs a GPU.
+# CUDA, and their GEMM layers against cuBLAS; f32 and bf16. Needs a GPU.
 bench-gpu: build
 	@/usr/bin/python3 bench/gpu/run.py --sbpc $(BUILD)/bin/sbpc --out bench/gpu
 

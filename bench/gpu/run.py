@@ -1,27 +1,39 @@
 """GPU benchmark: GPT-2 small and medium on one GPU, sbpc against PyTorch.
 
-For each model (GPT-2 small: 12 layers, hidden 768, 12 heads; medium: 24
-layers, hidden 1024, 16 heads; vocabulary 50257, sequence --seq, batch
---batch) and each workload (the forward with its loss, and one AdamW
+Two tables, each in f32 (without TF32) and in bf16 (--precision):
+
+Models. For each model (GPT-2 small: 12 layers, hidden 768, 12 heads;
+medium: 24 layers, hidden 1024, 16 heads; vocabulary 50257, sequence --seq,
+batch --batch) and each workload (the forward with its loss, and one AdamW
 training step):
 
 - sbpc: `sbpc gen` the model, `sbpc compile --mesh x=1 --target cuda` (and
-  `--train`), then the ranks' `launch.sh --repeat N` on random parameters
-  (GPT-2's initialization; optimizer states zero); the time of a run is the
-  rank's `repeats[].compute_seconds` (loading and storing excluded), the
-  median over the runs after the first;
+  `--train`, and `--precision bf16`), then the ranks' `launch.sh --repeat N`
+  on random parameters (GPT-2's initialization; optimizer states zero); the
+  time of a run is the rank's `repeats[].compute_seconds` (loading and
+  storing excluded), the median over the runs after the first;
 - PyTorch eager and `torch.compile`: the same model written here (pre-LN
   blocks, causal attention, tanh GELU, tied head) on the same parameters,
-  timed with CUDA events over the same number of runs after warm-up.
+  timed with CUDA events over the same number of runs after warm-up; bf16
+  under `torch.autocast`, as sbpc's bf16 keeps parameters in f32.
 
-All in f32 without TF32 (sbpc's GEMMs are full f32; PyTorch is told not to
-use TF32), so the columns compare like for like. Tokens/s is batch x seq /
-time; model FLOP utilization is the model's FLOPs (2 per multiply-add of
-every GEMM, attention included; a training step is 3x the forward) over
-time and the GPU's f32 peak (--peak-tflops, else known from its name).
+Tokens/s is batch x seq / time; model FLOP utilization is the model's FLOPs
+(2 per multiply-add of every GEMM, attention included; a training step is
+3x the forward) over time and the GPU's peak in that precision (f32 without
+tensor cores; bf16 dense on tensor cores; --peak-tflops, else known from
+the GPU's name).
+
+GEMM layers. The linear layers of one block of each model and its head
+(x[T,K] @ w[K,N] with T = batch x seq, plus the bias and, for mlp.c_fc, the
+GELU sbpc fuses into the GEMM; the head multiplies by the transposed
+embedding and has no bias), each compiled alone as a one-layer graph and
+timed like the models, against cuBLAS on the bare GEMM of the same shape
+and precision (`torch.matmul`, CUDA events). sbpc's rate is counted on the
+GEMM's FLOPs alone, so the epilogue it does on top counts against it. The
+issue's target: at least 90% of cuBLAS's rate.
 
 Writes OUT/bench.json (every measurement) and OUT/bench.md, and prints
-the table. PyTorch columns say why they are missing when torch or its
+the tables. PyTorch columns say why they are missing when torch or its
 CUDA is not there.
 
 The two halves can run on two machines (test/gpu/bundle.py): --prepare DIR
@@ -29,8 +41,10 @@ compiles the programs where sbpc is (no GPU needed), --programs DIR
 measures them where the GPU is (no sbpc needed). With neither, both here.
 
 usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium]
-              [--batch 8] [--seq 1024] [--repeat 10] [--workdir DIR]
-       run.py --sbpc S --prepare DIR [--models ...] [--batch B] [--seq S] [--target cuda|cpu]
+              [--gemm-models M,..|none] [--precision f32,bf16] [--batch 8]
+              [--seq 1024] [--repeat 10] [--workdir DIR]
+       run.py --sbpc S --prepare DIR [--models ...] [--gemm-models ...] [--precision ...]
+              [--batch B] [--seq S] [--target cuda|cpu]
        run.py --programs DIR --out OUT [--repeat 10] [--workdir DIR]
 """
 import argparse
@@ -48,9 +62,12 @@ MODELS = {"tiny": dict(layers=2, hidden=64, heads=4),  # to try the script, not 
           "small": dict(layers=12, hidden=768, heads=12),
           "medium": dict(layers=24, hidden=1024, heads=16)}
 VOCAB = 50257
+PRECISIONS = ("f32", "bf16")
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Dense f32 (no tensor cores) peaks, TFLOP/s.
-PEAKS = {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5}
+# Dense peaks, TFLOP/s: f32 without tensor cores; bf16 on tensor cores,
+# without sparsity.
+PEAKS = {"f32": {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5},
+         "bf16": {"H100 PCIe": 756.5, "H100": 989.4, "H200": 989.4, "A100": 312.0}}
 
 
 def run(cmd, **kw):
@@ -71,13 +88,18 @@ def gpu_name():
         return None
 
 
-def peak_of(name, given):
-    if given:
-        return given
-    for key in sorted(PEAKS, key=len, reverse=True):
-        if name and key in name:
-            return PEAKS[key]
-    return None
+def peaks_of(name, given):
+    """{precision: TFLOP/s or None}: --peak-tflops F32[,BF16], else by the GPU's name."""
+    peaks = {}
+    for i, precision in enumerate(PRECISIONS):
+        if given:
+            values = [float(v) for v in given.split(",")]
+            peaks[precision] = values[i] if i < len(values) else None
+            continue
+        known = PEAKS[precision]
+        peaks[precision] = next((known[key] for key in sorted(known, key=len, reverse=True)
+                                 if name and key in name), None)
+    return peaks
 
 
 def flops(spec, batch, seq, train):
@@ -88,11 +110,49 @@ def flops(spec, batch, seq, train):
     return forward * (3 if train else 1)
 
 
-def prepare(args, spec_names):
-    """Compiles every model's forward and training step into args.prepare;
-    writes programs.json there."""
+def gemm_layers(spec):
+    """The linear layers of one GPT-2 block and the head: (name, K, N, epilogue)."""
+    H = spec["hidden"]
+    return [("attn.c_attn", H, 3 * H, "bias"), ("attn.c_proj", H, H, "bias"),
+            ("mlp.c_fc", H, 4 * H, "bias+gelu"), ("mlp.c_proj", 4 * H, H, "bias"),
+            ("head", H, VOCAB, "none")]
+
+
+def gemm_model(T, K, N, epilogue):
+    """A one-layer graph: y = x @ w (+ b) (then GELU); the head's w is [N, K], transposed."""
+    x, y = f"tensor<{T}x{K}xf32>", f"tensor<{T}x{N}xf32>"
+    if epilogue == "none":
+        w = f"tensor<{N}x{K}xf32>"
+        args = f'%x: {x} {{graph.input = "x"}}, %w: {w} {{graph.param = "w"}}'
+        body = [f"%0 = graph.matmul %x, %w transpose_rhs : ({x}, {w}) -> {y}"]
+    else:
+        w = f"tensor<{K}x{N}xf32>"
+        args = (f'%x: {x} {{graph.input = "x"}}, %w: {w} {{graph.param = "w"}}, '
+                f'%b: tensor<{N}xf32> {{graph.param = "b"}}')
+        total = "%a" if epilogue == "bias+gelu" else "%0"
+        body = [f"%m = graph.matmul %x, %w : ({x}, {w}) -> {y}",
+                f"{total} = graph.add %m, %b : ({y}, tensor<{N}xf32>) -> {y}"]
+        if epilogue == "bias+gelu":
+            body.append(f"%0 = graph.gelu %a : {y}")
+    lines = ["module {", f"  func.func @layer({args}) -> ({y} {{graph.output = \"y\"}}) {{",
+             *["    " + line for line in body], f"    return %0 : {y}", "  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def compile_program(args, model, out, precision, train=False):
+    print(f"bench/gpu: compiling {os.path.basename(out)}", file=sys.stderr, flush=True)
+    run([args.sbpc, "compile", model, "--mesh", "x=1", "--strategy", "dp", "--target",
+         args.target, *(["--cuda-arch", args.cuda_arch] if args.target == "cuda" else []),
+         "--precision", precision, *(["--train", "--optimizer", "adamw"] if train else []),
+         "-o", out])
+
+
+def prepare(args, spec_names, gemm_names, precisions):
+    """Compiles every model's forward and training step, and every GEMM
+    layer, in every precision into args.prepare; writes programs.json there."""
     os.makedirs(args.prepare, exist_ok=True)
     programs = []
+    suffix = {"f32": "", "bf16": "-bf16"}
     for name in spec_names:
         spec = MODELS[name]
         model = os.path.join(args.prepare, name + ".mlir")
@@ -100,23 +160,36 @@ def prepare(args, spec_names):
              str(spec["hidden"]), "--heads", str(spec["heads"]), "--seq", str(args.seq), "--batch",
              str(args.batch), "--vocab", str(VOCAB), "--positions", str(args.seq), "--loss", "-o",
              model])
-        for train in (False, True):
-            out = os.path.join(args.prepare, name + ("-train" if train else "-forward"))
-            print(f"bench/gpu: compiling {os.path.basename(out)}", file=sys.stderr, flush=True)
-            run([args.sbpc, "compile", model, "--mesh", "x=1", "--strategy", "dp", "--target",
-                 args.target, *(["--cuda-arch", args.cuda_arch] if args.target == "cuda" else []),
-                 *(["--train", "--optimizer", "adamw"] if train else []), "-o", out])
-            programs.append({"model": name, "workload": "train" if train else "forward",
-                             "dir": os.path.basename(out)})
+        for precision in precisions:
+            for train in (False, True):
+                workload = "train" if train else "forward"
+                out = f"{name}-{workload}{suffix[precision]}"
+                compile_program(args, model, os.path.join(args.prepare, out), precision, train)
+                programs.append({"model": name, "workload": workload, "precision": precision,
+                                 "dir": out})
         os.remove(model)
+    tokens = args.batch * args.seq
+    for name in gemm_names:
+        for layer, K, N, epilogue in gemm_layers(MODELS[name]):
+            model = os.path.join(args.prepare, "layer.mlir")
+            with open(model, "w") as f:
+                f.write(gemm_model(tokens, K, N, epilogue))
+            for precision in precisions:
+                out = f"{name}-gemm-{layer}{suffix[precision]}"
+                compile_program(args, model, os.path.join(args.prepare, out), precision)
+                programs.append({"model": name, "workload": "gemm", "layer": layer,
+                                 "shape": [tokens, K, N], "epilogue": epilogue,
+                                 "precision": precision, "dir": out})
+            os.remove(model)
     json.dump({"batch": args.batch, "seq": args.seq, "target": args.target, "programs": programs},
               open(os.path.join(args.prepare, "programs.json"), "w"), indent=1)
 
 
 def draw_params(program, seed):
     """GPT-2's initialization for every parameter the program loads
-    (weights N(0, 0.02), layer-norm scales 1, biases 0), optimizer states
-    zero and the step counter 1, as `sbpc run --steps` starts them."""
+    (weights N(0, 0.02), layer-norm scales 1, biases 0; a GEMM layer's `w`
+    and `b` N(0, 0.02)), optimizer states zero and the step counter 1, as
+    `sbpc run --steps` starts them."""
     rng = np.random.default_rng(seed)
     tensors = {}
     for load in json.load(open(os.path.join(program, "program.json")))["loads"]:
@@ -134,28 +207,53 @@ def draw_params(program, seed):
     return tensors
 
 
-def sbpc_time(args, program, params, tokens, targets):
+def sbpc_time(args, program, params, inputs):
     """Median compute seconds of a run after the first, from the rank's own timing."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-res")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
-    run([os.path.join(program, "launch.sh"), "--params", params, "--input", "tokens=" + tokens,
-         "--input", "targets=" + targets, "--repeat", str(args.repeat), "--output-dir", res])
+    run([os.path.join(program, "launch.sh"), "--params", params,
+         *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
+         "--repeat", str(args.repeat), "--output-dir", res])
     repeats = json.load(open(os.path.join(res, ".shards", "rank0.json")))["repeats"]
     shutil.rmtree(res, ignore_errors=True)
     times = [r["compute_seconds"] for r in repeats[1:]] or [repeats[0]["compute_seconds"]]
     return statistics.median(times)
 
 
-def torch_times(args, spec, train, weights, tokens, targets):
-    """{eager, compile}: median seconds, or a reason string."""
+def torch_cuda():
+    """(torch, None), or (None, why PyTorch cannot run here)."""
     try:
         import torch
     except ImportError:
-        return {"eager": "torch not installed", "compile": "torch not installed"}
+        return None, "torch not installed"
     if not torch.cuda.is_available():
-        return {"eager": "torch has no CUDA", "compile": "torch has no CUDA"}
+        return None, "torch has no CUDA"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    return torch, None
+
+
+def cuda_timed(torch, repeat, fn):
+    """Median seconds of fn() by CUDA events, after two warm-up calls."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(max(1, repeat - 1)):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def torch_times(args, spec, train, precision, weights, tokens, targets):
+    """{eager, compile}: median seconds, or a reason string."""
+    torch, why = torch_cuda()
+    if not torch:
+        return {"eager": why, "compile": why}
     dev = torch.device("cuda")
     params = {k: torch.tensor(v, device=dev, requires_grad=train) for k, v in weights.items()
               if not k.startswith("optimizer.")}
@@ -187,36 +285,24 @@ def torch_times(args, spec, train, weights, tokens, targets):
     optimizer = torch.optim.AdamW(list(params.values()), lr=1e-4) if train else None
 
     def step(fn):
-        if not train:
-            with torch.no_grad():
-                return fn(params, tokens, targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss = fn(params, tokens, targets)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            if not train:
+                with torch.no_grad():
+                    return fn(params, tokens, targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss = fn(params, tokens, targets)
         loss.backward()
         optimizer.step()
         return loss
 
-    def timed(fn):
-        for _ in range(2):
-            step(fn)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(max(1, args.repeat - 1)):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step(fn)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(times)
-
     result = {}
     try:  # report, do not crash the benchmark (out of memory, say)
-        result["eager"] = timed(loss_of)
+        result["eager"] = cuda_timed(torch, args.repeat, lambda: step(loss_of))
     except Exception as e:  # noqa: BLE001
         result["eager"] = "PyTorch eager failed: " + str(e).splitlines()[0][:80]
     try:
-        result["compile"] = timed(torch.compile(loss_of))
+        compiled = torch.compile(loss_of)
+        result["compile"] = cuda_timed(torch, args.repeat, lambda: step(compiled))
     except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
         result["compile"] = "torch.compile failed: " + str(e).splitlines()[0][:80]
     # The next sbpc program runs in another process: give the memory back.
@@ -226,8 +312,26 @@ def torch_times(args, spec, train, weights, tokens, targets):
     return result
 
 
-def measure(args, peak, name):
-    """Runs every prepared program and its PyTorch twin; the records."""
+def cublas_time(args, x, w, transposed, precision):
+    """Median seconds of cuBLAS's bare GEMM x @ w (w transposed for the head), or a reason."""
+    torch, why = torch_cuda()
+    if not torch:
+        return why
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    try:
+        a = torch.tensor(x, device="cuda").to(dtype)
+        b = torch.tensor(w, device="cuda").to(dtype)
+        b = b.t() if transposed else b
+        seconds = cuda_timed(torch, args.repeat, lambda: torch.matmul(a, b))
+    except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
+        return "cuBLAS failed: " + str(e).splitlines()[0][:80]
+    del a, b
+    torch.cuda.empty_cache()
+    return seconds
+
+
+def measure(args, peaks, name):
+    """Runs every prepared program and its PyTorch or cuBLAS twin; the records."""
     sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
     sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "e2e"))
     from npy_tools import write_safetensors  # noqa: E402
@@ -239,34 +343,101 @@ def measure(args, peak, name):
     tokens_path, targets_path = (os.path.join(args.workdir, n + ".npy") for n in ("t", "y"))
     np.save(tokens_path, tokens)
     np.save(targets_path, targets)
+    x_path = os.path.join(args.workdir, "x.npy")
     records = []
     wanted = args.models.split(",") if args.models else None
     for entry in prepared["programs"]:
-        model, train = entry["model"], entry["workload"] == "train"
+        model, workload = entry["model"], entry["workload"]
+        precision = entry.get("precision", "f32")  # programs.json before bf16 had none
         if wanted and model not in wanted:
             continue
         spec = MODELS[model]
-        print(f"bench/gpu: GPT-2 {model} {entry['workload']} ...", file=sys.stderr, flush=True)
-        rec = {"model": model, "workload": entry["workload"], **spec, "batch": batch, "seq": seq,
-               "flops": flops(spec, batch, seq, train)}
+        what = entry.get("layer", workload)
+        print(f"bench/gpu: GPT-2 {model} {what} {precision} ...", file=sys.stderr, flush=True)
+        rec = {"model": model, "workload": workload, "precision": precision, **spec,
+               "batch": batch, "seq": seq}
         program = os.path.join(args.programs, entry["dir"])
         params = draw_params(program, seed=1)
         params_path = os.path.join(args.workdir, "params.safetensors")
+        if workload == "gemm":
+            T, K, N = entry["shape"]
+            rec.update(layer=entry["layer"], shape=entry["shape"], epilogue=entry["epilogue"],
+                       flops=2 * T * K * N)
+            x = rng.standard_normal((T, K), dtype=np.float32)
+            np.save(x_path, x)
+            inputs = [("x", x_path)]
+        else:
+            rec["flops"] = flops(spec, batch, seq, workload == "train")
+            inputs = [("tokens", tokens_path), ("targets", targets_path)]
         write_safetensors(params_path, params)
         try:
-            rec["sbpc_seconds"] = sbpc_time(args, program, params_path, tokens_path, targets_path)
+            rec["sbpc_seconds"] = sbpc_time(args, program, params_path, inputs)
         except RuntimeError as e:
             rec["error"] = str(e)
-        for k, v in torch_times(args, spec, train, params, tokens, targets).items():
-            rec[f"torch_{k}_seconds" if isinstance(v, float) else f"torch_{k}_missing"] = v
+        if workload == "gemm":
+            others = {"cublas": cublas_time(args, x, params["w"], entry["epilogue"] == "none",
+                                            precision)}
+        else:
+            others = torch_times(args, spec, workload == "train", precision, params, tokens,
+                                 targets)
+        for k, v in others.items():
+            key = k if k == "cublas" else "torch_" + k
+            rec[f"{key}_seconds" if isinstance(v, float) else f"{key}_missing"] = v
         os.remove(params_path)
         records.append(rec)
         # After each program: a run cut short keeps what it measured.
         os.makedirs(args.out, exist_ok=True)
-        json.dump({"gpu": name, "date": datetime.date.today().isoformat(), "peak_tflops": peak,
+        json.dump({"gpu": name, "date": datetime.date.today().isoformat(), "peak_tflops": peaks,
                    "records": records, "complete": False},
                   open(os.path.join(args.out, "bench.json"), "w"), indent=2)
     return records
+
+
+def model_table(records, peaks):
+    rows = ["| model | workload | precision | system | ms | tokens/s | MFU |",
+            "|---|---|---|---|---:|---:|---:|"]
+    for r in records:
+        if r["workload"] == "gemm":
+            continue
+        head = f"| {r['model']} | {r['workload']} | {r['precision']}"
+        peak = peaks.get(r["precision"])
+        for system, key in (("sbpc", "sbpc"), ("PyTorch eager", "torch_eager"),
+                            ("torch.compile", "torch_compile")):
+            seconds = r.get(key + "_seconds")
+            if key == "sbpc" and "error" in r:
+                rows.append(f"{head} | {system} | failed: {r['error']} | | |")
+            elif isinstance(seconds, float):
+                tps = r["batch"] * r["seq"] / seconds
+                mfu = f"{100 * r['flops'] / seconds / (peak * 1e12):.1f}%" if peak else "?"
+                rows.append(f"{head} | {system} | {1e3 * seconds:.1f} | {tps:,.0f} | {mfu} |")
+            elif key + "_missing" in r:
+                rows.append(f"{head} | {system} | {r[key + '_missing']} | | |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
+def gemm_table(records):
+    rows = ["| model | layer | T x K x N | epilogue | precision | sbpc ms | sbpc TFLOP/s | "
+            "cuBLAS ms | cuBLAS TFLOP/s | sbpc / cuBLAS |",
+            "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in records:
+        if r["workload"] != "gemm":
+            continue
+        cells = [r["model"], r["layer"], " x ".join(map(str, r["shape"])), r["epilogue"],
+                 r["precision"]]
+        for key in ("sbpc", "cublas"):
+            seconds = r.get(key + "_seconds")
+            if isinstance(seconds, float):
+                cells += [f"{1e3 * seconds:.3f}", f"{r['flops'] / seconds / 1e12:.3g}"]
+            else:
+                cells += [("failed: " + r["error"]) if key == "sbpc" and "error" in r
+                          else r.get(key + "_missing", "?"), ""]
+        if isinstance(r.get("sbpc_seconds"), float) and isinstance(r.get("cublas_seconds"), float):
+            ratio = r["cublas_seconds"] / r["sbpc_seconds"]
+            cells.append(f"{100 * ratio:.0f}% {'(target 90%: met)' if ratio >= 0.9 else '(target 90%: missed)'}")
+        else:
+            cells.append("")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
 
 
 def main():
@@ -275,65 +446,64 @@ def main():
     ap.add_argument("--out", help="where bench.json and bench.md go")
     ap.add_argument("--models", help="small,medium (default); with --programs: those "
                     "prepared")
+    ap.add_argument("--gemm-models", help="whose GEMM layers to time: models, or 'none' "
+                    "(default: --models)")
+    ap.add_argument("--precision", default="f32,bf16", help="f32, bf16 or both (default)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
                     help="with --prepare: what to compile for (cpu: to try the script)")
     ap.add_argument("--cuda-arch", default="sm_90")
-    ap.add_argument("--peak-tflops", type=float, help="the GPU's f32 peak (default: by its name)")
+    ap.add_argument("--peak-tflops", metavar="F32[,BF16]",
+                    help="the GPU's dense peaks (default: by its name)")
     ap.add_argument("--workdir", help="default: OUT/work (removed at the end)")
     ap.add_argument("--prepare", metavar="DIR", help="only compile the programs into DIR")
     ap.add_argument("--programs", metavar="DIR", help="only measure the programs in DIR")
     ap.add_argument("--no-gpu-ok", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    precisions = args.precision.split(",")
+    models = (args.models or "small,medium").split(",")
+    gemm_models = [] if args.gemm_models == "none" else (
+        args.gemm_models.split(",") if args.gemm_models else models)
+    for name in models + gemm_models:
+        if name not in MODELS:
+            sys.exit(f"bench/gpu: unknown model '{name}' (have {', '.join(MODELS)})")
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            sys.exit(f"bench/gpu: --precision must be f32, bf16 or both, got '{precision}'")
     if args.prepare:
         if not args.sbpc:
             sys.exit("bench/gpu: --prepare needs --sbpc")
-        prepare(args, (args.models or "small,medium").split(","))
+        prepare(args, models, gemm_models, precisions)
         return
     if not args.out:
         sys.exit("bench/gpu: --out is required")
     name = gpu_name()
     if not name and not args.no_gpu_ok:
         sys.exit("bench/gpu: no GPU here (nvidia-smi lists none)")
-    peak = peak_of(name, args.peak_tflops)
+    peaks = peaks_of(name, args.peak_tflops)
     keep_work = bool(args.workdir)
     args.workdir = args.workdir or os.path.join(args.out, "work")
     if not args.programs:
         if not args.sbpc:
             sys.exit("bench/gpu: --sbpc or --programs is required")
         args.prepare = args.programs = os.path.join(args.workdir, "programs")
-        prepare(args, (args.models or "small,medium").split(","))
-    records = measure(args, peak, name)
-    header = ("| model | workload | system | ms | tokens/s | MFU (f32) |\n"
-              "|---|---|---|---:|---:|---:|\n")
-    rows = []
-    for r in records:
-        for system, key in (("sbpc", "sbpc"), ("PyTorch eager", "torch_eager"),
-                            ("torch.compile", "torch_compile")):
-            seconds = r.get(key + "_seconds")
-            if key == "sbpc" and "error" in r:
-                rows.append(f"| {r['model']} | {r['workload']} | {system} | failed: {r['error']} | | |")
-            elif isinstance(seconds, float):
-                tps = r["batch"] * r["seq"] / seconds
-                mfu = f"{100 * r['flops'] / seconds / (peak * 1e12):.1f}%" if peak else "?"
-                rows.append(f"| {r['model']} | {r['workload']} | {system} | {1e3 * seconds:.1f} | "
-                            f"{tps:,.0f} | {mfu} |")
-            elif key + "_missing" in r:
-                rows.append(f"| {r['model']} | {r['workload']} | {system} | {r[key + '_missing']} | | |")
-    table = header + "\n".join(rows) + "\n"
+        prepare(args, models, gemm_models, precisions)
+    records = measure(args, peaks, name)
     stamp = datetime.date.today().isoformat()
     batch, seq = (records[0]["batch"], records[0]["seq"]) if records else (args.batch, args.seq)
-    note = (f"{name}, {stamp}; batch {batch} x seq {seq}, f32 without TF32, "
-            f"median of {args.repeat - 1} runs after a warm-up; MFU against "
-            f"{peak if peak else '?'} TFLOP/s.\n\n")
+    peak_text = ", ".join(f"{p} {v if v else '?'} TFLOP/s" for p, v in peaks.items())
+    note = (f"{name or 'no GPU'}, {stamp}; batch {batch} x seq {seq}; f32 without TF32, bf16 with f32 "
+            f"accumulation; median of {args.repeat - 1} runs after a warm-up; MFU against "
+            f"the dense peaks ({peak_text}).\n\n")
+    text = note + "\n".join(t for t in (model_table(records, peaks), gemm_table(records)) if t)
     os.makedirs(args.out, exist_ok=True)
-    json.dump({"gpu": name, "date": stamp, "peak_tflops": peak, "records": records,
+    json.dump({"gpu": name, "date": stamp, "peak_tflops": peaks, "records": records,
                "complete": True},
               open(os.path.join(args.out, "bench.json"), "w"), indent=2)
-    open(os.path.join(args.out, "bench.md"), "w").write(note + table)
-    print(note + table)
+    open(os.path.join(args.out, "bench.md"), "w").write(text)
+    print(text)
     if not keep_work:
         shutil.rmtree(args.workdir, ignore_errors=True)
 

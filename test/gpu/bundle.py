@@ -10,8 +10,9 @@ The bundle holds
               and the shards the CPU program of the same flags wrote
               (test/gpu/export.py); the suites check the CPU program
               against the reference while making it.
-  bench/      GPT-2 small and medium, forward and training step, compiled
-              (bench/gpu/run.py --prepare); parameters are drawn there.
+  bench/      GPT-2 small and medium, forward and training step, and their
+              GEMM layers alone, in f32 and bf16, compiled (bench/gpu/run.py
+              --prepare); parameters are drawn there.
   mpi/        with --carry-mpi: this machine's Open MPI (mpirun, orted,
               libraries, components, help texts), for a machine without one.
   run.sh      the one command to run there (device_check.py, then the
