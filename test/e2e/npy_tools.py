@@ -138,6 +138,43 @@ def compare(actual, expected, rtol):
     return ok, msg
 
 
+def relative_errors(pairs):
+    """(max-wise, norm-wise) relative error of one output over its
+    (expected, actual) pairs (its shards, or the whole tensor):
+    max |a - e| / max |e|, and ||a - e|| / ||e|| in the 2-norm over every
+    element. Both inf if a value is not finite.
+
+    The max-wise error bounds every element by the output's scale: f32's
+    check. bf16 rounds each value to 2^-8 of itself, and where a result is
+    a difference of nearly equal bf16 values (softmax's gradient) a few
+    elements err by several roundings: its tolerance is norm-wise, with a
+    looser max-wise bound for outliers (--norm-rtol in the suites)."""
+    max_diff = max_ref = sq_diff = sq_ref = 0.0
+    for e, a in pairs:
+        if not e.size:
+            continue
+        e = e.astype(np.float64)
+        d = a.astype(np.float64) - e
+        if not np.all(np.isfinite(d)):
+            return float("inf"), float("inf")
+        max_diff = max(max_diff, float(np.max(np.abs(d))))
+        max_ref = max(max_ref, float(np.max(np.abs(e))))
+        sq_diff += float(np.sum(d * d))
+        sq_ref += float(np.sum(e * e))
+    return max_diff / max(max_ref, 1e-30), np.sqrt(sq_diff) / max(np.sqrt(sq_ref), 1e-30)
+
+
+def tolerance_problem(name, errors, rtol, norm_rtol=None):
+    """None, or why `errors` (relative_errors) exceed rtol (max-wise) or
+    norm_rtol (norm-wise, when given)."""
+    err, norm = errors
+    if not err <= rtol:  # also catches NaN
+        return f"{name}: relative error {err:.2e} > {rtol:g}"
+    if norm_rtol is not None and not norm <= norm_rtol:
+        return f"{name}: norm-wise relative error {norm:.2e} > {norm_rtol:g}"
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

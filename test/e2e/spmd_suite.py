@@ -5,7 +5,9 @@ For one model (the MLP or a 2-layer GPT, both with a loss), compiles it with
 random legal layout seeds, runs the ranks with `sbpc run`, and checks:
 
 - every output equals the single-device reference (`sbpc run model.mlir`)
-  to --rtol relative error (max |a - b| / max |b|), on fresh random inputs;
+  to --rtol relative error (max |a - b| / max |b|), and with --norm-rtol
+  also norm-wise (||a - b|| / ||b||: bf16's tolerance), on fresh random
+  inputs;
 - the bytes each rank's communicator sent equal report.json's `ranks[].comm_bytes`
   and, summed over ranks, the boxings' `bytes_per_rank` times the ranks;
 - each rank's measured arena peak equals its planned `arena_bytes`.
@@ -39,7 +41,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from npy_tools import random_gpt_params, write_safetensors  # noqa: E402
+from npy_tools import (random_gpt_params, relative_errors, tolerance_problem,  # noqa: E402
+                       write_safetensors)
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
 from export import export_case  # noqa: E402
 
@@ -98,16 +101,17 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
                *inputs, "--output-dir", res)
     if ran.returncode != 0:
         return "FAIL", "run: " + ran.stderr.strip()
-    problems, worst = [], 0.0
+    problems, worst, worst_norm = [], 0.0, 0.0
     for output, expected in reference.items():
         actual = np.load(os.path.join(res, output + ".npy"))
         if actual.shape != expected.shape:
             problems.append(f"{output}: shape {actual.shape} != {expected.shape}")
             continue
-        err = float(np.max(np.abs(actual - expected)) / max(np.max(np.abs(expected)), 1e-30))
-        worst = max(worst, err)
-        if not err <= args.rtol:
-            problems.append(f"{output}: relative error {err:.2e} > {args.rtol:g}")
+        errors = relative_errors([(expected, actual)])
+        worst, worst_norm = max(worst, errors[0]), max(worst_norm, errors[1])
+        problem = tolerance_problem(output, errors, args.rtol, args.norm_rtol)
+        if problem:
+            problems.append(problem)
     report = json.load(open(os.path.join(out, "report.json")))
     measured = json.load(open(os.path.join(res, "run.json")))["ranks"]
     planned = {r["rank"]: r for r in report["ranks"]}
@@ -142,13 +146,15 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
             kind = ("-grad" if args.autodiff else "") + ("-bf16" if args.precision == "bf16" else "")
             export_case(args.bundle, f"{args.model}{kind}-{name}",
                         out, device, [("run", ["--params", os.path.join(work, "params.safetensors"),
-                                               *inputs])], args.rtol, sanitize=nranks == 1)
+                                               *inputs])], args.rtol, args.norm_rtol,
+                        bf16=args.precision == "bf16", sanitize=nranks == 1)
         except RuntimeError as e:
             return "FAIL", f"bundle: {e}"
         shutil.rmtree(device, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(res, ignore_errors=True)
-    return "ok", f"max rel err {worst:.1e}, {len(report['boxings'])} boxings, " \
+    norm = f" (norm-wise {worst_norm:.1e})" if args.norm_rtol is not None else ""
+    return "ok", f"max rel err {worst:.1e}{norm}, {len(report['boxings'])} boxings, " \
                  f"{sent} B sent per rank, arena {planned[0]['arena_bytes']} B"
 
 
@@ -160,7 +166,9 @@ def main():
     ap.add_argument("--cases", nargs="*", default=[], help="STRATEGY@MESH")
     ap.add_argument("--random", type=int, default=0, help="random layout seeds per mesh")
     ap.add_argument("--random-meshes", nargs="*", default=[])
-    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--rtol", type=float, default=1e-5, help="max-wise relative error bound")
+    ap.add_argument("--norm-rtol", type=float,
+                    help="also bound the norm-wise relative error (bf16's tolerance)")
     ap.add_argument("--autodiff", action="store_true", help="check gradients too")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",

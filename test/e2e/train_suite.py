@@ -6,14 +6,15 @@ trains it for --steps steps on one CPU (`sbpc-opt --graph-autodiff
 case STRATEGY@MESH compiles it with `sbpc compile --train --target cpu` and
 trains it on the ranks (`sbpc run DIR --steps N`). Checks the loss of every
 step and every final parameter and optimizer state to --rtol relative
-error (max |a - b| / max |b| per tensor), and that each rank's measured
+error (max |a - b| / max |b| per tensor; with --norm-rtol also norm-wise,
+||a - b|| / ||b||: bf16's tolerance), and that each rank's measured
 arena peak (run.json) is the arena report.json planned. Prints one line per
 case.
 
 A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
 recompute=full trains with `--zero 2 --micro-batches 4 --recompute full`,
 still against the plain single-device reference; :precision=bf16 compiles
-the step in bf16 (give a --rtol to match, and the case must show bf16's
+the step in bf16 (give a --rtol and --norm-rtol to match, and the case must show bf16's
 rounding: an error under 1e-4 fails).
 
 With --bundle DIR, steps 2 and 3 of every passing case are also compiled
@@ -32,7 +33,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from npy_tools import read_safetensors  # noqa: E402
+from npy_tools import read_safetensors, relative_errors, tolerance_problem  # noqa: E402
 from models import fresh_workdir, generate, sbpc  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
 from export import export_case  # noqa: E402
@@ -62,7 +63,7 @@ def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
         runs.append((f"step{steps + 1}", ["--params", os.path.join(state, "params.safetensors"),
                                           *flags]))
     export_case(args.bundle, f"train-{args.model}-{case.replace(':', '_')}", cpu_program, device,
-                runs, args.rtol)
+                runs, args.rtol, args.norm_rtol, bf16="precision=bf16" in case)
 
 
 def main():
@@ -74,7 +75,9 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--eps", type=float, default=1e-8, help="AdamW's epsilon")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--rtol", type=float, default=1e-4, help="max-wise relative error bound")
+    ap.add_argument("--norm-rtol", type=float,
+                    help="also bound the norm-wise relative error (bf16's tolerance)")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
                     help="what the ranks run on (cuda: the GPUs of this machine, shared if fewer)")
@@ -132,14 +135,19 @@ def main():
             continue
         got = np.load(os.path.join(res, "losses.npy"))
         params = read_safetensors(os.path.join(res, "params.safetensors"))
-        errors = {"losses": float(np.max(np.abs(got - losses)) / np.max(np.abs(losses)))}
+        errors = {"losses": relative_errors([(losses, got)])}
         for name, expected in reference.items():
-            errors[name] = float(np.max(np.abs(params[name] - expected)) /
-                                 max(np.max(np.abs(expected)), 1e-30))
-        worst = max(errors, key=errors.get)
-        ok = errors[worst] <= args.rtol and set(params) == set(reference)
-        if "precision=bf16" in case and errors[worst] < 1e-4:
-            print(f"FAIL {case}: worst error {errors[worst]:.1e}: no bf16 rounding shows")
+            if name in params:
+                errors[name] = relative_errors([(expected, params[name])])
+        worst = max(errors, key=lambda n: errors[n][0])
+        worst_norm = max(errors, key=lambda n: errors[n][1])
+        problems = [p for p in (tolerance_problem(n, e, args.rtol, args.norm_rtol)
+                                for n, e in errors.items()) if p]
+        ok = not problems and set(params) == set(reference)
+        if problems:
+            print(f"FAIL {case}: {problems[0]}")
+        if "precision=bf16" in case and errors[worst][0] < 1e-4:
+            print(f"FAIL {case}: worst error {errors[worst][0]:.1e}: no bf16 rounding shows")
             ok = False
         # Memory: what the plan says each rank needs is what it touched.
         report = json.load(open(os.path.join(out, "report.json")))
@@ -158,8 +166,11 @@ def main():
                 print(f"FAIL {case}: bundle: {e}")
                 ok = False
         failed += not ok
+        norm = (f", norm-wise {worst_norm} {errors[worst_norm][1]:.1e}"
+                if args.norm_rtol is not None else "")
         print(f"{'ok  ' if ok else 'FAIL'} {case}: {len(params)} tensors, worst {worst} "
-              f"{errors[worst]:.1e}; model state {state} B, arena {max(planned)} B per rank")
+              f"{errors[worst][0]:.1e}{norm}; model state {state} B, arena {max(planned)} B "
+              "per rank")
     if args.falling:
         for (a, sa, ma), (b, sb, mb) in zip(memory, memory[1:]):
             if not (sb <= sa and mb < ma):

@@ -4,9 +4,10 @@ For every case directory (test/gpu/export.py) and each of its runs: runs the
 device program's ranks (prog/launch.sh) on the run's inputs and checks,
 rank by rank, against what the CPU program of the same flags wrote:
 
-- every float shard to the case's rtol, relative to the largest magnitude
-  of that output over all ranks (max |a - b| / max |b|); integer shards
-  exactly; the same set of shards;
+- every float output to the case's rtol, relative to its largest magnitude
+  over all ranks (max |a - b| / max |b|), and where the case has one to its
+  norm_rtol, norm-wise over all ranks (||a - b|| / ||b||; bf16's
+  tolerance); integer shards exactly; the same set of shards;
 - the bytes each rank sent (comm_bytes) and its arena peak
   (arena_peak_bytes) exactly: the device runs the same plan.
 
@@ -30,6 +31,11 @@ import tempfile
 import time
 
 import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from npy_tools import relative_errors, tolerance_problem  # noqa: E402
 
 
 def last_line(text):
@@ -55,7 +61,7 @@ def run_program(command, cwd, output_dir, timeout):
     return None
 
 
-def compare_run(expected_dir, actual_dir, rtol):
+def compare_run(expected_dir, actual_dir, rtol, norm_rtol=None):
     """(problems, worst relative error) of one run's shards and measurements."""
     problems, worst = [], 0.0
     expected = sorted(os.path.basename(p) for p in glob.glob(os.path.join(expected_dir, "*.npy")))
@@ -82,16 +88,14 @@ def compare_run(expected_dir, actual_dir, rtol):
             if any(not np.array_equal(e, a) for e, a in pairs):
                 problems.append(f"{output}: integers differ")
             continue
-        scale = max(float(np.max(np.abs(e))) if e.size else 0.0 for e, _ in pairs)
-        diff = max(float(np.max(np.abs(a.astype(np.float64) - e))) if e.size else 0.0
-                   for e, a in pairs)
         if not all(np.all(np.isfinite(a)) for _, a in pairs):
             problems.append(f"{output}: not finite")
             continue
-        err = diff / max(scale, 1e-30)
-        worst = max(worst, err)
-        if not err <= rtol:
-            problems.append(f"{output}: relative error {err:.2e} > {rtol:g}")
+        errors = relative_errors(pairs)
+        worst = max(worst, errors[0])
+        problem = tolerance_problem(output, errors, rtol, norm_rtol)
+        if problem:
+            problems.append(problem)
     for path in sorted(glob.glob(os.path.join(expected_dir, "rank*.json"))):
         rank = os.path.basename(path)
         planned = json.load(open(path))
@@ -126,7 +130,8 @@ def check_case(case_dir, args):
                 problems.append(f"{run['name']}: {failure}")
                 continue
             found, err = compare_run(os.path.join(case_dir, "expected", run["name"]),
-                                     os.path.join(out, ".shards"), case["rtol"])
+                                     os.path.join(out, ".shards"), case["rtol"],
+                                     case.get("norm_rtol"))
             problems += [f"{run['name']}: {p}" for p in found]
             worst = max(worst, err)
         tools = []

@@ -11,7 +11,8 @@ A case directory holds:
   prog/                 the device program (sbpc compile -o), sources kept
   inputs/RUN-FILE       every file a run reads
   expected/RUN/         the CPU ranks' shards (NAME.rankR.npy) and rankR.json
-  case.json             {"name", "rtol", "sanitize", "runs": [{"name", "args"}]}
+  case.json             {"name", "rtol", "norm_rtol", "sanitize",
+                         "runs": [{"name", "args"}]}
 """
 import json
 import os
@@ -41,10 +42,20 @@ def _localize(args, run, inputs_dir):
     return out
 
 
-def export_case(bundle, name, cpu_program, device_program, runs, rtol, sanitize=False):
+def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol=None,
+                bf16=False, sanitize=False):
     """Writes bundle/name from a CPU-compiled and a device-compiled program
     of the same flags; `runs` is [(run name, launch arguments)] with paths
-    as the caller has them."""
+    as the caller has them; rtol and norm_rtol are the suite's tolerances
+    against its reference (npy_tools.relative_errors).
+
+    The device is checked against the CPU's shards, not the reference. In
+    f32 both are within rounding of the reference and the suite's tolerance
+    holds between them. In bf16 each errs by up to the tolerance, in its own
+    summation order: the case allows twice it (if both are within t of the
+    reference, they are within 2t of each other)."""
+    if bf16:
+        rtol, norm_rtol = 2 * rtol, (2 * norm_rtol if norm_rtol is not None else None)
     case = os.path.join(bundle, name)
     if os.path.exists(case):  # two suites' cases by one name: one would be lost
         raise RuntimeError(f"case {name} is already in {bundle}")
@@ -61,5 +72,5 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, sanitize=
             shutil.copytree(os.path.join(tmp, ".shards"), expected)
         described.append({"name": run, "args": local})
     with open(os.path.join(case, "case.json"), "w") as f:
-        json.dump({"name": name, "rtol": rtol, "sanitize": sanitize, "runs": described}, f,
-                  indent=1)
+        json.dump({"name": name, "rtol": rtol, "norm_rtol": norm_rtol, "sanitize": sanitize,
+                   "runs": described}, f, indent=1)
