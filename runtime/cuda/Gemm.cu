@@ -65,11 +65,12 @@ namespace {
 /// than the 256 cuBLASLt assumes unless told).
 struct LinearKey {
   int64_t rows, n, k;
-  bool transposeW, gelu, bf16;
+  bool transposeW, gelu, isBf16;
   uint32_t alignW, alignX, alignY;
   bool operator<(const LinearKey &o) const {
-    return std::tie(rows, n, k, transposeW, gelu, bf16, alignW, alignX, alignY) <
-           std::tie(o.rows, o.n, o.k, o.transposeW, o.gelu, o.bf16, o.alignW, o.alignX, o.alignY);
+    return std::tie(rows, n, k, transposeW, gelu, isBf16, alignW, alignX, alignY) <
+           std::tie(o.rows, o.n, o.k, o.transposeW, o.gelu, o.isBf16, o.alignW, o.alignX,
+                    o.alignY);
   }
 };
 
@@ -100,7 +101,7 @@ uint32_t alignmentOf(const void *p) {
 /// op(w^T) (n x k) x^T (k x rows): w is cuBLASLt's A, x its B.
 LinearPlan makePlan(const LinearKey &key) {
   LinearPlan plan;
-  cudaDataType_t type = key.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  cudaDataType_t type = key.isBf16 ? CUDA_R_16BF : CUDA_R_32F;
   cublasOperation_t opW = key.transposeW ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = key.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   const char *what = "linear (cuBLASLt plan)";
@@ -164,7 +165,8 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
   auto found = linearPlans().find(key);
   if (k > 0 && found == linearPlans().end())
     found = linearPlans().emplace(key, makePlan(key)).first;
-  if (k > 0 && found->second.usable) {
+  // cuBLASLt reads the bias in 16-byte vectors (the arena aligns to 64).
+  if (k > 0 && found->second.usable && alignmentOf(bias) >= 16) {
     LinearPlan &plan = found->second;
     float one = 1.0f, zero = 0.0f;
     check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -178,7 +180,8 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
     return;
   }
   // No epilogue for it (or nothing to contract): the product, then the
-  // bias and the GELU in place, as the unfused ops compute them.
+  // bias and the GELU in place, as the unfused ops compute them (in bf16,
+  // rounding after each where the fused GEMM and the CPU round once).
   Shape wShape = transposeW ? Shape{n, k} : Shape{k, n};
   matmulOp(x, xShape, w, wShape, y, yShape, false, transposeW);
   cuda::binary(BinaryKind::Add, y, yShape, bias, Shape{n}, y, yShape);

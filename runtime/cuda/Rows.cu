@@ -604,8 +604,8 @@ void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoft
   linesOf(shape, axis, lines, width, inner);
   if (lines == 0)
     return;
-  if (inner == 1 && !logSoftmax) { // over the last axis: the one-pass kernel
-    scaledSoftmax(in, static_cast<const T *>(nullptr), false, out, shape);
+  if (inner == 1 && !logSoftmax) { // over the last axis (or before only 1s): one pass
+    scaledSoftmax(in, static_cast<const T *>(nullptr), false, out, Shape{lines, width});
     return;
   }
   softmaxKernel<<<lines, kRowThreads, 0, stream()>>>(in, out, width, inner, logSoftmax);
