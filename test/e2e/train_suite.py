@@ -14,8 +14,8 @@ case.
 A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
 recompute=full trains with `--zero 2 --micro-batches 4 --recompute full`,
 still against the plain single-device reference; :precision=bf16 compiles
-the step in bf16 (give a --rtol and --norm-rtol to match, and the case must show bf16's
-rounding: an error under 1e-4 fails).
+the step in bf16 (give a --rtol and --norm-rtol to match, and the case must
+show bf16's rounding: an error under 1e-4 fails).
 
 With --bundle DIR, steps 2 and 3 of every passing case are also compiled
 with --bundle-target (cuda) and exported into DIR with the CPU ranks'
