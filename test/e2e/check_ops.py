@@ -18,8 +18,20 @@ documented SGD and AdamW algorithms. A few cases feed invalid run-time data
 (an index out of range) and pass when `sbpc run` fails cleanly: a positive
 exit status and exactly one stderr line, containing "error:".
 
+With --compiled, the same cases (but the must-fail ones) are checked
+through the compiler instead: all of them side by side in one function,
+each case's names prefixed by cNN_, compiled for one CPU rank (`sbpc compile
+--mesh x=1`, so exec-fuse's fused softmax, linear and elementwise kernels
+run too) and run with `sbpc run PROGRAM`. --precision bf16 compiles with
+bf16 storage; --rtol then gives one bound for all cases. With --bundle DIR,
+the program is also compiled for --bundle-target (cuda) and exported as the
+GPU bundle's case "ops" ("ops-bf16"), the CPU program's outputs its
+expected result (test/gpu/export.py): every CUDA kernel meets each case,
+rows of the widths that choose between its paths included.
+
 Usage:
   /usr/bin/python3 check_ops.py --sbpc build/bin/sbpc --workdir /tmp/ops [--seed N]
+      [--compiled [--precision f32|bf16] [--rtol R] [--bundle DIR]]
 
 Prints one line per case and finally `check_ops: N passed, M failed`; exits 1
 if any case failed (a non-zero exit of sbpc fails its case, except in the
@@ -27,11 +39,16 @@ cases that must fail).
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
+from export import export_case  # noqa: E402
 
 RTOL = 1e-5
 RTOL_MATMUL = 1e-4
@@ -68,16 +85,32 @@ def ssa(name):
     return "%r" if name == "out" else f"%{name}"
 
 
-def model(inputs, body, expected):
-    """A func.func returning the values named by ssa() for each output of
-    `expected` (an array, or {name: array}) as graph.output NAME."""
-    outs = outputs_of(expected)
+def model(inputs, body, results):
+    """A func.func of graph.input arguments `inputs` ({name: array}) and
+    `body`, returning each (name, value, array) of `results` as graph.output
+    NAME."""
     args = ", ".join(f'%{n}: {T(a)} {{graph.input = "{n}"}}' for n, a in inputs.items())
-    rts = [T(tuple(o.shape)) for o in outs.values()]
-    results = ", ".join(f'{t} {{graph.output = "{n}"}}' for n, t in zip(outs, rts))
+    rts = [T(tuple(a.shape)) for _, _, a in results]
+    outs = ", ".join(f'{t} {{graph.output = "{n}"}}' for (n, _, _), t in zip(results, rts))
     lines = "".join(f"  {line}\n" for line in body)
-    return (f"func.func @m({args}) -> ({results}) {{\n"
-            f"{lines}  return {', '.join(ssa(n) for n in outs)} : {', '.join(rts)}\n}}\n")
+    return (f"func.func @m({args}) -> ({outs}) {{\n"
+            f"{lines}  return {', '.join(v for _, v, _ in results)} : {', '.join(rts)}\n}}\n")
+
+
+def results_of(expected):
+    """(output name, the value the body defines for it, array) per output."""
+    return [(n, ssa(n), a) for n, a in outputs_of(expected).items()]
+
+
+SSA_NAME = re.compile(r"%([A-Za-z_$.][\w$.]*|[0-9]+)")
+
+
+def prefixed(prefix, inputs, body, expected):
+    """One case's inputs, body and results with every input, value and
+    output name prefixed, so that many cases share one function."""
+    lines = [SSA_NAME.sub(lambda m: "%" + prefix + m.group(1), line) for line in body]
+    results = [(prefix + n, "%" + prefix + v[1:], a) for n, v, a in results_of(expected)]
+    return {prefix + n: a for n, a in inputs.items()}, lines, results
 
 
 def fattr(v):
@@ -222,11 +255,14 @@ def constant_ids(rng):
     return {"t": table}, body, y, RTOL
 
 
-def layer_norm(rng):
-    x, g, b = uni(rng, (2, 3, 8), -3.0, 3.0), uni(rng, (8,)), uni(rng, (8,))
-    y = layer_norm_ref(f64(x), f64(g), f64(b))
-    body = [f"%r = graph.layer_norm %x, %g, %b eps = 1.0e-05 : {sig([x, g, b], y)}"]
-    return {"x": x, "g": g, "b": b}, body, y, RTOL
+def layer_norm(lead, width):
+    def make(rng):
+        x = uni(rng, (*lead, width), -3.0, 3.0)
+        g, b = uni(rng, (width,)), uni(rng, (width,))
+        y = layer_norm_ref(f64(x), f64(g), f64(b))
+        body = [f"%r = graph.layer_norm %x, %g, %b eps = 1.0e-05 : {sig([x, g, b], y)}"]
+        return {"x": x, "g": g, "b": b}, body, y, RTOL
+    return make
 
 
 def reshape_ids(rng):
@@ -259,12 +295,69 @@ def causal_mask(rng):
     return {"x": x}, [f"%r = graph.causal_mask %x : {T(x)}"], y, 0.0  # exact
 
 
-def cross_entropy(rng):
-    logits = uni(rng, (2, 5, 7), -4.0, 4.0)
-    tgt = rng.integers(0, 7, size=(2, 5)).astype(np.int64)
-    y = np.array(cross_entropy_ref(f64(logits), tgt))
-    body = [f"%r = graph.cross_entropy %l, %y : {sig([logits, tgt], y)}"]
-    return {"l": logits, "y": tgt}, body, y, RTOL
+def cross_entropy(classes):
+    def make(rng):
+        logits = uni(rng, (2, 5, classes), -4.0, 4.0)
+        tgt = rng.integers(0, classes, size=(2, 5)).astype(np.int64)
+        y = np.array(cross_entropy_ref(f64(logits), tgt))
+        body = [f"%r = graph.cross_entropy %l, %y : {sig([logits, tgt], y)}"]
+        return {"l": logits, "y": tgt}, body, y, RTOL
+    return make
+
+
+# Chains that exec-fuse turns into one op of the compiled program
+# (passes/Exec/ExecFuse.cpp): the scaled, masked softmax of attention and
+# its gradient, a linear layer with its bias and GELU, an elementwise chain.
+
+def scaled_causal_softmax(rng):
+    x, s = uni(rng, (2, 3, 6, 6), -3.0, 3.0), np.array(0.7, dtype=np.float32)
+    y = softmax(causal_mask_ref(f64(x) * 0.7), 3)
+    body = [f"%0 = graph.mul %x, %s : {sig([x, s], x)}",
+            f"%1 = graph.causal_mask %0 : {T(x)}",
+            f"%r = graph.softmax %1 axis = 3 : {T(x)}"]
+    return {"x": x, "s": s}, body, y, RTOL
+
+
+def scaled_causal_softmax_grad(rng):
+    """d/dx sum(softmax(causal_mask(x * s)) * dy), from the softmax p."""
+    x, dy = uni(rng, (2, 5, 5), -3.0, 3.0), uni(rng, (2, 5, 5))
+    s = np.array(-1.3, dtype=np.float32)
+    p = softmax(causal_mask_ref(f64(x) * float(s)), 2).astype(np.float32)
+    y = num_grad(lambda v: np.sum(softmax(causal_mask_ref(v * float(s)), 2) * f64(dy)), x)
+    body = [f"%0 = graph.softmax_grad %p, %dy axis = 2 : {sig([p, dy], p)}",
+            f"%1 = graph.causal_mask_grad %0 : {T(p)}",
+            f"%r = graph.mul %s, %1 : {sig([s, p], p)}"]
+    return {"p": p, "dy": dy, "s": s}, body, y, RTOL_FD
+
+
+def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False):
+    """x @ w + b (w [N, K] with transpose_rhs), then a GELU if asked."""
+    def make(rng):
+        x, b = uni(rng, (*lead, k)), uni(rng, (n,))
+        w = uni(rng, (n, k) if transposed else (k, n))
+        y = f64(x) @ (f64(w).T if transposed else f64(w)) + f64(b)
+        y = gelu(y) if gelu_after else y
+        flag = " transpose_rhs" if transposed else ""
+        out = np.zeros((*lead, n), dtype=np.float32)
+        add = f"graph.add %b, %0 : {sig([b, out], out)}" if bias_first else \
+            f"graph.add %0, %b : {sig([out, b], out)}"
+        body = [f"%0 = graph.matmul %x, %w{flag} : {sig([x, w], out)}",
+                f"%{'1' if gelu_after else 'r'} = {add}"]
+        if gelu_after:
+            body.append(f"%r = graph.gelu %1 : {T(out)}")
+        return {"x": x, "w": w, "b": b}, body, y, RTOL_MATMUL
+    return make
+
+
+def elementwise_chain(rng):
+    """tanh(a + b) * c - a, c broadcast along rows."""
+    a, b, c = uni(rng, (3, 7)), uni(rng, (3, 7)), uni(rng, (7,))
+    y = np.tanh(f64(a) + f64(b)) * f64(c) - f64(a)
+    body = [f"%0 = graph.add %a, %b : {sig([a, b], a)}",
+            f"%1 = graph.tanh %0 : {T(a)}",
+            f"%2 = graph.mul %1, %c : {sig([a, c], a)}",
+            f"%r = graph.sub %2, %a : {sig([a, a], a)}"]
+    return {"a": a, "b": b, "c": c}, body, y, RTOL
 
 
 # Gradient cases: the reference is d/dx of a scalar objective
@@ -438,7 +531,20 @@ CASES = [
     ("softmax axis 1", softmax_like("softmax", 1)),
     ("log_softmax axis -1 (2)", softmax_like("log_softmax", 2)),
     ("log_softmax axis 1", softmax_like("log_softmax", 1)),
-    ("layer_norm", layer_norm),
+    # Rows of these widths take each path of the CUDA row kernels
+    # (runtime/cuda/Rows.cu): one pass with 1 to 8 loads per thread, 1 or 4
+    # floats a load, or the looping kernel past 8.
+    ("softmax axis 1 before a size-1 axis", softmax_like("softmax", 1, (4, 8, 1))),
+    ("softmax rows of 300", softmax_like("softmax", 1, (3, 300))),
+    ("softmax rows of 1100", softmax_like("softmax", 1, (2, 1100))),
+    ("softmax rows of 4096", softmax_like("softmax", 1, (2, 4096))),
+    ("softmax rows of 4100", softmax_like("softmax", 1, (2, 4100))),
+    ("log_softmax rows of 1100", softmax_like("log_softmax", 1, (2, 1100))),
+    ("layer_norm", layer_norm((2, 3), 8)),
+    ("layer_norm rows of 300", layer_norm((3,), 300)),
+    ("layer_norm rows of 1100", layer_norm((2,), 1100)),
+    ("layer_norm rows of 4096", layer_norm((2,), 4096)),
+    ("layer_norm rows of 4100", layer_norm((2,), 4100)),
     ("transpose rank 4", one_input("transpose", (2, 3, 4, 5), " perm [2, 0, 3, 1]",
                                    lambda x: np.transpose(x, (2, 0, 3, 1)))),
     ("reshape", one_input("reshape", (2, 3, 4), "", lambda x: x.reshape(4, 6))),
@@ -448,7 +554,8 @@ CASES = [
     ("concat 3 inputs axis 1", concat),
     ("embedding", embedding),
     ("causal_mask", causal_mask),
-    ("cross_entropy", cross_entropy),
+    ("cross_entropy", cross_entropy(7)),
+    ("cross_entropy over 1500 classes", cross_entropy(1500)),
     ("relu_grad (x away from 0)", pointwise_grad("relu_grad", lambda x: np.maximum(x, 0.0),
                                                  lambda rng, sh: away0(rng, sh, 0.1))),
     ("gelu_grad", pointwise_grad("gelu_grad", gelu, lambda rng, sh: uni(rng, sh, -4.0, 4.0))),
@@ -466,6 +573,13 @@ CASES = [
                                          lambda x: np.broadcast_to(x, (3, 4)))),
     ("broadcast [] -> [2,3]", one_input("broadcast", (), "",
                                         lambda x: np.broadcast_to(x, (2, 3)))),
+    ("fused: scaled causal softmax", scaled_causal_softmax),
+    ("fused: scaled causal softmax gradient", scaled_causal_softmax_grad),
+    ("fused: linear + bias + gelu", linear((2, 3), 8, 16, gelu_after=True)),
+    ("fused: linear, bias first, transpose_rhs", linear((6,), 8, 5, bias_first=True,
+                                                         transposed=True)),
+    ("fused: linear + bias, K and N of 64", linear((4, 8), 64, 64)),
+    ("fused: elementwise chain", elementwise_chain),
     ("sgd_update momentum 0.9, weight_decay 0.01", sgd_update(0.1, 0.9, 0.01)),
     ("sgd_update momentum 0, weight_decay 0", sgd_update(0.05, 0.0, 0.0)),
     ("adamw_update step 3, weight_decay 0.01",
@@ -480,6 +594,14 @@ CASES = [
 
 # Running and comparing
 
+def max_rel_err(actual, expected):
+    """max |actual - expected| / max |expected| over the finite expected
+    entries."""
+    finite = ~np.isinf(expected)
+    a, e = f64(actual[finite]), expected[finite]
+    return np.abs(a - e).max(initial=0.0) / max(np.abs(e).max(initial=0.0), 1e-30)
+
+
 def compare(actual, expected, rtol):
     """Returns (ok, message)."""
     if actual.dtype != np.float32:
@@ -489,9 +611,7 @@ def compare(actual, expected, rtol):
     inf = np.isinf(expected)
     if not np.array_equal(actual[inf], expected[inf]):
         return False, f"{int((actual[inf] != expected[inf]).sum())} entries should be -inf"
-    a, e = f64(actual[~inf]), expected[~inf]
-    scale = max(np.abs(e).max(initial=0.0), 1e-30)
-    err = np.abs(a - e).max(initial=0.0) / scale
+    err = max_rel_err(actual, expected)
     if not err <= rtol:  # also catches NaN
         return False, f"max rel err {err:.3g} > {rtol:g}"
     masked = f" ({int(inf.sum())} masked -inf ok)" if inf.any() else ""
@@ -511,14 +631,28 @@ def clean_failure(proc):
     return True, f"failed as expected ({proc.returncode}): {lines[0]}"
 
 
-def run_case(sbpc, workdir, idx, make, rng):
-    inputs, body, expected, rtol = make(rng)
+def check_outputs(odir, outs, rtol):
+    """(ok, message) of odir/FILE.npy against each (FILE, label, expected
+    array) of `outs`."""
+    msgs, all_ok = [], True
+    for n, label, want in outs:
+        out = os.path.join(odir, f"{n}.npy")
+        if not os.path.exists(out):
+            return False, f"sbpc wrote no {out}"
+        ok, msg = compare(np.load(out), want, rtol)
+        all_ok &= ok
+        msgs.append(msg if len(outs) == 1 else f"{label}: {msg}")
+    return all_ok, "; ".join(msgs)
+
+
+def run_case(sbpc, workdir, idx, made):
+    inputs, body, expected, rtol = made
     cdir = os.path.join(workdir, f"{idx:02d}")
     odir = os.path.join(cdir, "out")
     os.makedirs(odir, exist_ok=True)
     path = os.path.join(cdir, "model.mlir")
     with open(path, "w") as f:
-        f.write(model(inputs, body, expected))
+        f.write(model(inputs, body, results_of(expected)))
     cmd = [sbpc, "run", path, "--output-dir", odir]
     for n, a in inputs.items():
         np.save(os.path.join(cdir, f"{n}.npy"), a)
@@ -532,15 +666,75 @@ def run_case(sbpc, workdir, idx, make, rng):
         return clean_failure(proc)
     if proc.returncode != 0:
         return False, f"sbpc exited {proc.returncode} ({path}):\n{proc.stderr.rstrip()}"
-    msgs, all_ok = [], True
-    for n, want in outs.items():
-        out = os.path.join(odir, f"{n}.npy")
-        if not os.path.exists(out):
-            return False, f"sbpc wrote no {out}"
-        ok, msg = compare(np.load(out), want, rtol)
-        all_ok &= ok
-        msgs.append(msg if len(outs) == 1 else f"{n}: {msg}")
-    return all_ok, "; ".join(msgs)
+    return check_outputs(odir, [(n, n, want) for n, want in outs.items()], rtol)
+
+
+def last_error(proc):
+    lines = proc.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit {proc.returncode}"
+
+
+def run_compiled(args, sbpc, drawn):
+    """Checks the cases of `drawn` ([(name, made)], `made` None where the
+    case could not be drawn) but the must-fail ones through one program:
+    all of them side by side in one function, their names prefixed by
+    cNN_, compiled for one CPU rank. Returns [(name, ok, message)]; with
+    --bundle, also exports the program compiled for --bundle-target as the
+    bundle's case "ops" (test/gpu/export.py)."""
+    work = os.path.join(args.workdir, "compiled")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "inputs"))
+    inputs, body, results, checks = {}, [], [], []
+    for i, (name, made) in enumerate(drawn):
+        if made is None or made[3] is MUST_FAIL:
+            continue
+        ins, lines, outs = prefixed(f"c{i:02d}_", *made[:3])
+        inputs.update(ins)
+        body += lines
+        results += outs
+        labels = list(outputs_of(made[2]))
+        checks.append((name, [(n, label, a) for (n, _, a), label in zip(outs, labels)], made[3]))
+    path = os.path.join(work, "model.mlir")
+    with open(path, "w") as f:
+        f.write(model(inputs, body, results))
+    run_args = []
+    for n, a in inputs.items():
+        np.save(os.path.join(work, "inputs", n + ".npy"), a)
+        run_args += ["--input", f"{n}={os.path.join(work, 'inputs', n + '.npy')}"]
+    flags = ["--mesh", "x=1", "--precision", args.precision]
+    prog, odir = os.path.join(work, "prog"), os.path.join(work, "out")
+    proc = subprocess.run([sbpc, "compile", path, *flags, "--target", "cpu", "-o", prog],
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        proc = subprocess.run([sbpc, "run", prog, *run_args, "--output-dir", odir],
+                              capture_output=True, text=True)
+    if proc.returncode != 0:
+        failure = f"{' '.join(proc.args[1:3])}: {last_error(proc)}"
+        return [(name, False, failure) for name, _, _ in checks]
+    found = [(name, *check_outputs(odir, outs, args.rtol or rtol)) for name, outs, rtol in checks]
+    if args.precision == "bf16" and all(ok for _, ok, _ in found):
+        # The largest error shows whether bf16 rounded anything.
+        worst = max(max_rel_err(np.load(os.path.join(odir, n + ".npy")), a)
+                    for _, outs, _ in checks for n, _, a in outs)
+        if worst < 1e-4:
+            found.append(("bf16", False, f"max rel err {worst:.1e} over all cases: no bf16 "
+                          "rounding shows, was it computed in f32?"))
+    if args.bundle and all(ok for _, ok, _ in found):
+        device = prog + "-" + args.bundle_target
+        proc = subprocess.run([sbpc, "compile", path, *flags, "--target", args.bundle_target,
+                               "-o", device], capture_output=True, text=True)
+        if proc.returncode != 0:
+            return found + [("bundle", False, f"compile --target {args.bundle_target}: "
+                             f"{last_error(proc)}")]
+        bf16 = args.precision == "bf16"
+        try:
+            export_case(args.bundle, "ops" + ("-bf16" if bf16 else ""), prog, device,
+                        [("run", run_args)], args.rtol or RTOL_MATMUL, bf16=bf16,
+                        sanitize=True)
+        except RuntimeError as e:
+            return found + [("bundle", False, str(e))]
+        found.append(("bundle", True, f"exported {len(checks)} cases as one program"))
+    return found
 
 
 def main():
@@ -548,15 +742,40 @@ def main():
     ap.add_argument("--sbpc", required=True, help="path to the sbpc binary")
     ap.add_argument("--workdir", required=True, help="scratch directory for models and .npy")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compiled", action="store_true",
+                    help="check a compiled CPU program of all cases but the must-fail ones, "
+                    "not the reference evaluator")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="sbpc compile --precision, with --compiled")
+    ap.add_argument("--rtol", type=float,
+                    help="one max-wise bound for every case, with --compiled (default: each "
+                    "case's own)")
+    ap.add_argument("--bundle", help="with --compiled, also export the program into this GPU "
+                    "bundle directory (test/gpu/export.py)")
+    ap.add_argument("--bundle-target", choices=["cpu", "cuda"], default="cuda")
     args = ap.parse_args()
+    if (args.bundle or args.precision != "f32") and not args.compiled:
+        sys.exit("check_ops: --bundle and --precision need --compiled")
     sbpc = shutil.which(args.sbpc) or os.path.abspath(args.sbpc)
     rng = np.random.default_rng(args.seed)
-    passed = failed = 0
-    for idx, (name, make) in enumerate(CASES):
+    drawn, found = [], []
+    for name, make in CASES:
         try:
-            ok, msg = run_case(sbpc, args.workdir, idx, make, rng)
+            drawn.append((name, make(rng)))
         except Exception as e:  # a broken case must not hide the others
-            ok, msg = False, f"{type(e).__name__}: {e}"
+            drawn.append((name, None))
+            found.append((name, False, f"{type(e).__name__}: {e}"))
+    if args.compiled:
+        found += run_compiled(args, sbpc, drawn)
+    else:
+        for idx, (name, made) in enumerate(drawn):
+            if made is not None:
+                try:
+                    found.append((name, *run_case(sbpc, args.workdir, idx, made)))
+                except Exception as e:
+                    found.append((name, False, f"{type(e).__name__}: {e}"))
+    passed = failed = 0
+    for name, ok, msg in found:
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {msg}", flush=True)
         passed, failed = passed + ok, failed + (not ok)
     print(f"check_ops: {passed} passed, {failed} failed")

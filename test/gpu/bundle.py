@@ -6,7 +6,8 @@ The bundle holds
   cases/      the equality cases of test/e2e/gpu-equal.test: MLP and GPT
               forward + every gradient on 1, 2 and 4 ranks, by strategy and
               at random layouts; training steps with ZeRO, micro-batches
-              and recomputation. Each is a device program with its inputs
+              and recomputation; every op of check_ops.py in one program
+              (f32 and bf16). Each is a device program with its inputs
               and the shards the CPU program of the same flags wrote
               (test/gpu/export.py); the suites check the CPU program
               against the reference while making it.
@@ -59,8 +60,14 @@ FULL = [
     ("train_suite.py", ["--model", "gpt", "--batch", "8", "--optimizer", "sgd", "--lr", "0.05",
                         "--momentum", "0.9", "--rtol", "0.125", "--norm-rtol", "6.25e-2", "--cases",
                         "dp@x=2:zero=1:micro-batches=4:precision=bf16"]),
+    # Every op and fused chain alone, at the widths that choose between the
+    # kernels' paths: one program of all of them, in f32 and in bf16 (a
+    # single op rounds little: 8 roundings bound it).
+    ("check_ops.py", ["--compiled"]),
+    ("check_ops.py", ["--compiled", "--precision", "bf16", "--rtol", "3.125e-2"]),
 ]
 QUICK = [
+    ("check_ops.py", ["--compiled"]),
     ("spmd_suite.py", ["--model", "gpt", "--autodiff", "--cases", "dp@x=1", "dp-tp@dp=2,tp=2"]),
     ("train_suite.py", ["--model", "mlp", "--cases", "tp@x=2:zero=2:micro-batches=4"]),
 ]
@@ -148,8 +155,10 @@ def make_cases(args, out):
         command = [sys.executable, os.path.join(E2E, suite), "--workdir",
                    os.path.join(args.workdir, f"suite{i}"), "--bundle", cases, "--bundle-target",
                    args.target, *suite_args]
-        if suite == "spmd_suite.py":
-            command += ["--sbpc", "sbpc"] + ([] if "--rtol" in suite_args else ["--rtol", "1e-4"])
+        if suite in ("spmd_suite.py", "check_ops.py"):
+            command += ["--sbpc", "sbpc"]
+        if suite == "spmd_suite.py" and "--rtol" not in suite_args:
+            command += ["--rtol", "1e-4"]
         log("making cases: " + " ".join(command[1:]))
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         with open(os.path.join(out, "make.log"), "a") as f:
@@ -179,7 +188,7 @@ def main():
     ap.add_argument("--out", required=True, help="the bundle directory (replaced)")
     ap.add_argument("--target", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--cuda-arch", default="sm_90")
-    ap.add_argument("--quick", action="store_true", help="three cases, not gpu-equal.test's all")
+    ap.add_argument("--quick", action="store_true", help="four cases, not gpu-equal.test's all")
     ap.add_argument("--carry-mpi", action="store_true",
                     help="carry this machine's Open MPI, for a machine that has none")
     ap.add_argument("--bench", default="small,medium", help="models to compile, or 'none'")
