@@ -11,17 +11,18 @@
 namespace sbpc {
 namespace {
 
-/// Published peak numbers (f32, non-tensor-core for H100), rounded; the
-/// search needs their ratios more than their exact values.
+/// Published peak numbers (f32 non-tensor-core, bf16 dense tensor-core, for
+/// H100 SXM), rounded; the search needs their ratios more than their exact
+/// values.
 Cluster h100(const std::string &name, int64_t devices) {
-  return Cluster{name,     67e12, 80e9, 3.35e12, 8, {"nvlink", 3e-6, 450e9},
+  return Cluster{name, 67e12, 989e12, 80e9, 3.35e12, 8, {"nvlink", 3e-6, 450e9},
                  {"infiniband", 5e-6, 50e9}, devices};
 }
 
 std::vector<Cluster> presets() {
   return {
       // One host: every rank shares a memory system; MPI over shared memory.
-      Cluster{"cpu", 1e11, 24e9, 2e10, 1 << 20, {"shared-memory", 1e-6, 5e9},
+      Cluster{"cpu", 1e11, 0, 24e9, 2e10, 1 << 20, {"shared-memory", 1e-6, 5e9},
               {"shared-memory", 1e-6, 5e9}, 0},
       // One DGX node: eight GPUs on NVLink.
       h100("dgx-h100x8", 8),
@@ -95,6 +96,9 @@ std::optional<Cluster> readClusterFile(const std::string &path, std::string &err
     return std::nullopt;
   }
   c.devicesPerNode = static_cast<int64_t>(devicesPerNode);
+  if (device->contains("bf16_flops") &&
+      !readPositive(*device, "bf16_flops", path + ": device", c.bf16Flops, error))
+    return std::nullopt;
   if (root.contains("devices")) {
     double devices = 0;
     if (!readPositive(root, "devices", path, devices, error))
@@ -131,8 +135,9 @@ std::optional<Cluster> loadCluster(const std::string &nameOrPath, std::string &e
   return readClusterFile(nameOrPath, error);
 }
 
-double computeSeconds(const Cluster &cluster, double flops, double bytes) {
-  return std::max(flops / cluster.flops, bytes / cluster.memoryBandwidth);
+double computeSeconds(const Cluster &cluster, double flops, double bytes, bool bf16) {
+  double rate = bf16 && cluster.bf16Flops > 0 ? cluster.bf16Flops : cluster.flops;
+  return std::max(flops / rate, bytes / cluster.memoryBandwidth);
 }
 
 double collectiveSeconds(const Link &link, int64_t steps, double bytesPerDevice) {

@@ -21,6 +21,7 @@ struct Link {
 struct Cluster {
   std::string name;
   double flops = 0;           // FLOP/s of one device (f32)
+  double bf16Flops = 0;       // FLOP/s in bf16 (tensor cores); 0: as in f32
   double memoryBytes = 0;     // memory of one device
   double memoryBandwidth = 0; // bytes/s of one device's memory
   int64_t devicesPerNode = 1;
@@ -41,8 +42,9 @@ std::vector<std::string> clusterPresets();
 std::optional<Cluster> loadCluster(const std::string &nameOrPath, std::string &error);
 
 /// Time of an op with `flops` floating-point operations touching `bytes` of
-/// memory on one device: whichever bound is larger.
-double computeSeconds(const Cluster &cluster, double flops, double bytes);
+/// memory on one device, computing in bf16 or f32: whichever bound is
+/// larger.
+double computeSeconds(const Cluster &cluster, double flops, double bytes, bool bf16 = false);
 
 /// Time of one ring collective step pattern: `steps` latencies plus
 /// `bytesPerDevice` over the link.

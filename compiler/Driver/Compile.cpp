@@ -138,6 +138,11 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   if (seeds->residualStream)
     pinResidualStream(model->func, meshOp, *seeds->residualStream);
 
+  // Under bf16 the boxings and costs count 2-byte elements where the
+  // programs will hold them (sbp::ElementSizes).
+  if (command.precision == "bf16")
+    (*module)->setAttr(sbp::kModulePrecision, b.getStringAttr("bf16"));
+
   // The search or propagation chooses every signature, ZeRO splits the
   // updates of a training step, boxing makes every change explicit.
   PassManager pm(&ctx);
@@ -177,6 +182,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
                       isSearchStrategy(command.strategy) ? command.strategy : "propagate",
                       seconds};
   nlohmann::json report = buildReport(*module, inputs);
+  report["precision"] = command.precision;
   llvm::SmallString<256> reportPath(command.outputDir), modelPath(command.outputDir);
   llvm::sys::path::append(reportPath, "report.json");
   llvm::sys::path::append(modelPath, "sbp.mlir");

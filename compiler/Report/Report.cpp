@@ -87,16 +87,17 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                                            zero.value("gradient_bytes_per_rank", 0) +
                                            zero.value("optimizer_state_bytes_per_rank", 0);
     }
+    ElementSizes sizes(fn);
     for (BlockArgument arg : fn.getArguments())
       if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
-        argBytes += static_cast<double>(localBytes(mesh, *layout, arg));
+        argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
     // Activations live from their op to their last use.
     double live = 0;
     llvm::DenseMap<Operation *, double> freedAfter;
     for (Operation &op : fn.getBody().front()) {
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
         sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
-        const BoxingPlan &plan = plans.get(boxing.getInput(), from, to);
+        const BoxingPlan &plan = plans.get(boxing.getInput(), from, to, elementBytes(boxing));
         std::vector<std::string> axes;
         if (auto attr = boxing.getMeshAxes())
           for (StringRef axis : attr->getAsValueRange<StringAttr>())
@@ -108,6 +109,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                            {"to", sbprt::toString(to)},
                            {"collective", boxing.getCollective().value_or("none").str()},
                            {"mesh_axes", axes},
+                           {"element_bytes", elementBytes(boxing)},
                            {"bytes_per_rank", boxing.getBytesPerRank().value_or(0)},
                            {"est_time_s", plan.seconds},
                            {"location", describeLocation(op.getLoc())},
@@ -126,7 +128,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
           sig.results.push_back(cast<NdSbpAttr>(attr).toLayout());
           results.push_back(layoutEntry(names, v, sig.results.back()));
         }
-        double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster);
+        double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster, sizes);
         compute += seconds;
         nlohmann::json entry = {{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
                                 {"op", op.getName().getStringRef().str()},
@@ -153,7 +155,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       // Results become live; values whose last use this is die after it.
       for (Value result : op.getResults()) {
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
-        double bytes = layout ? static_cast<double>(localBytes(mesh, *layout, result)) : 0;
+        double bytes =
+            layout ? static_cast<double>(localBytes(mesh, *layout, result, sizes.of(result))) : 0;
         live += bytes;
         Operation *last = nullptr;
         for (Operation *user : result.getUsers())
@@ -167,6 +170,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   }
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
+                            {"device_bf16_flops", inputs.cluster.bf16Flops > 0
+                                                      ? inputs.cluster.bf16Flops
+                                                      : inputs.cluster.flops},
                             {"device_memory_bytes", inputs.cluster.memoryBytes}};
   nlohmann::json report = {
       {"version", 1},

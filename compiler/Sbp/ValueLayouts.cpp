@@ -2,6 +2,7 @@
 #include "compiler/Sbp/ValueLayouts.h"
 
 #include "compiler/Support/Diagnostics.h"
+#include "dialects/Graph/IR/GraphOps.h"
 
 #include "runtime/Tensor.h"
 
@@ -76,41 +77,74 @@ size_t elementBytes(Value value) {
   return cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() / 8;
 }
 
-int64_t localBytes(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, Value value) {
-  int64_t n = static_cast<int64_t>(elementBytes(value));
+int64_t localBytes(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, Value value,
+                   size_t elementBytes) {
+  int64_t n = static_cast<int64_t>(elementBytes ? elementBytes : sbp::elementBytes(value));
   for (int64_t extent : localShape(mesh, layout, shapeOf(value)))
     n *= extent;
   return n;
 }
 
 double computeSecondsOf(Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
-                        const Cluster &cluster) {
+                        const Cluster &cluster, const ElementSizes &sizes) {
   std::vector<Shape> operands, results;
   double bytes = 0;
-  auto local = [&](Value v, const sbprt::NdSbp &layout, std::vector<Shape> &out) {
+  auto local = [&](Value v, size_t elementBytes, const sbprt::NdSbp &layout,
+                   std::vector<Shape> &out) {
     std::vector<int64_t> shape = localShape(mesh, layout, shapeOf(v));
-    bytes += static_cast<double>(elementBytes(v)) * sbprt::numElements(shape);
+    bytes += static_cast<double>(elementBytes) * sbprt::numElements(shape);
     out.emplace_back(shape.begin(), shape.end());
   };
-  for (auto [v, layout] : llvm::zip(op->getOperands(), sig.operands))
-    local(v, layout, operands);
+  for (auto [use, layout] : llvm::zip(op->getOpOperands(), sig.operands))
+    local(use.get(), sizes.ofUse(use), layout, operands);
   for (auto [v, layout] : llvm::zip(op->getResults(), sig.results))
-    local(v, layout, results);
+    local(v, sizes.of(v), layout, results);
   double flops = cast<SbpOpInterface>(op).getFlops(operands, results);
-  return computeSeconds(cluster, flops, bytes);
+  return computeSeconds(cluster, flops, bytes, sizes.computesInBf16(op));
+}
+
+ElementSizes::ElementSizes(func::FuncOp fn) {
+  auto module = fn->getParentOfType<ModuleOp>();
+  auto precision = module ? module->getAttrOfType<StringAttr>(kModulePrecision) : nullptr;
+  if (!precision || precision.getValue() != "bf16")
+    return;
+  auto isInput = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner()->isEntryBlock() &&
+           fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
+  };
+  auto isStore = [](Operation *op) { return isa<func::ReturnOp>(op); };
+  storage = graph::findF32Storage(fn.getBody().front(), isInput, isStore);
+}
+
+static bool isFloat(Value value) {
+  return isa<FloatType>(cast<RankedTensorType>(value.getType()).getElementType());
+}
+
+size_t ElementSizes::of(Value value) const {
+  return storage && isFloat(value) && !storage->isF32(value) ? 2 : elementBytes(value);
+}
+
+size_t ElementSizes::ofUse(OpOperand &use) const {
+  return storage && isFloat(use.get()) && !storage->uses.contains(&use) ? 2
+                                                                         : elementBytes(use.get());
+}
+
+size_t elementBytes(BoxingOp boxing) {
+  return boxing->hasAttr(kBoxingBf16) ? 2 : elementBytes(boxing.getInput());
 }
 
 const BoxingPlan &BoxingPlans::get(Value value, const sbprt::NdSbp &from,
-                                   const sbprt::NdSbp &to) {
+                                   const sbprt::NdSbp &to, size_t elementBytes) {
   std::vector<int64_t> shape = shapeOf(value);
   std::string key = sbprt::toString(from) + sbprt::toString(to) + sbprt::shapeToString(shape) +
-                    std::to_string(elementBytes(value));
+                    std::to_string(elementBytes);
   auto it = plans.find(key);
   if (it != plans.end())
     return it->second;
   std::string error;
   std::optional<BoxingPlan> plan =
-      planBoxing(mesh, from, to, shape, elementBytes(value), cluster, error);
+      planBoxing(mesh, from, to, shape, elementBytes, cluster, error);
   // Both layouts were checked where they were chosen; a plan always exists.
   return plans[key] = plan ? *plan : BoxingPlan{};
 }

@@ -6,6 +6,7 @@
 #include "compiler/Cost/CostModel.h"
 #include "compiler/Sbp/BoxingPlanner.h"
 #include "compiler/Sbp/Signatures.h"
+#include "dialects/Graph/IR/Precision.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,6 +38,38 @@ constexpr llvm::StringLiteral kFuncZero = "sbp.zero";
 /// lives only around each use.
 constexpr llvm::StringLiteral kGatherPerUse = "sbp.gather_per_use";
 
+/// Module attribute: "bf16" when the programs will compute in bf16 (sbpc
+/// compile --precision bf16), so that boxings and costs count 2-byte
+/// elements where --exec-bf16 will store them.
+constexpr llvm::StringLiteral kModulePrecision = "sbp.precision";
+/// sbp.boxing attribute: the boxing moves bf16 elements of its f32 value.
+constexpr llvm::StringLiteral kBoxingBf16 = "sbp.bf16";
+
+/// The element sizes a laid-out function's values will have in its
+/// programs: their types' in f32, and under bf16 2 bytes for every float
+/// value and use that graph::findF32Storage does not keep in f32.
+class ElementSizes {
+public:
+  /// Every value at its type's size.
+  ElementSizes() = default;
+  /// Those of `fn`: at its types' sizes, or bf16's where its module says so.
+  explicit ElementSizes(mlir::func::FuncOp fn);
+  /// Bytes of an element of `value` where it is stored.
+  size_t of(mlir::Value value) const;
+  /// Bytes of an element of what `use` reads: what a boxing for it moves.
+  size_t ofUse(mlir::OpOperand &use) const;
+  /// Whether `op` computes in bf16.
+  bool computesInBf16(mlir::Operation *op) const {
+    return storage && !storage->ops.contains(op);
+  }
+
+private:
+  std::optional<graph::F32Storage> storage;
+};
+
+/// Bytes of an element a boxing moves (its kBoxingBf16 attribute).
+size_t elementBytes(BoxingOp boxing);
+
 /// The module's only sbp.mesh; an error at the module otherwise.
 mlir::FailureOr<MeshOp> findMesh(mlir::ModuleOp module);
 
@@ -59,20 +92,24 @@ std::string checkValueLayout(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout
 /// The shape and element size of a tensor value.
 std::vector<int64_t> shapeOf(mlir::Value value);
 size_t elementBytes(mlir::Value value);
-/// The bytes of the part of `value` one rank holds when laid out as `layout`.
-int64_t localBytes(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, mlir::Value value);
+/// The bytes of the part of `value` one rank holds when laid out as
+/// `layout`, in elements of `elementBytes` (0: its type's).
+int64_t localBytes(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, mlir::Value value,
+                   size_t elementBytes = 0);
 
-/// Compute time of `op` under `sig`: its FLOPs and the bytes it touches on
-/// the local shapes.
+/// Compute time of `op` under `sig`: its FLOPs, at the bf16 rate where it
+/// computes in bf16, and the bytes it touches on the local shapes, at the
+/// element sizes of `sizes`.
 double computeSecondsOf(mlir::Operation *op, const NdSignature &sig, const sbprt::Mesh &mesh,
-                        const Cluster &cluster);
+                        const Cluster &cluster, const ElementSizes &sizes);
 
 /// Boxing plans, memoized: a graph asks for the same few changes many times.
 class BoxingPlans {
 public:
   BoxingPlans(const sbprt::Mesh &mesh, const Cluster &cluster) : mesh(mesh), cluster(cluster) {}
   /// The cheapest plan to change `value` from `from` to `to`.
-  const BoxingPlan &get(mlir::Value value, const sbprt::NdSbp &from, const sbprt::NdSbp &to);
+  const BoxingPlan &get(mlir::Value value, const sbprt::NdSbp &from, const sbprt::NdSbp &to,
+                        size_t elementBytes);
 
 private:
   const sbprt::Mesh &mesh;

@@ -77,17 +77,17 @@ Solution solveDRec(SearchProblem &problem) {
         for (size_t k = 0; k < node.inputs.size(); ++k) {
           const Source &source = problem.source(n, k);
           if (source.node < 0)
-            seconds += problem.boxingSeconds(node.inputs[k], fixedLayout(source.fixed, axis),
+            seconds += problem.boxingSeconds(n, k, fixedLayout(source.fixed, axis),
                                              node.inputLayout(c, k));
           else if (cut[source.node])
             seconds += problem.boxingSeconds(
-                node.inputs[k], nodes[source.node].outputLayout(current[source.node], source.output),
+                n, k, nodes[source.node].outputLayout(current[source.node], source.output),
                 node.inputLayout(c, k));
         }
         for (size_t r = 0; r < node.outputs.size(); ++r)
           for (auto [m, k] : problem.uses(n, r))
             if (cut[m])
-              seconds += problem.boxingSeconds(node.outputs[r], node.outputLayout(c, r),
+              seconds += problem.boxingSeconds(m, k, node.outputLayout(c, r),
                                                nodes[m].inputLayout(current[m], k));
         if (seconds < best) {
           best = seconds;

@@ -227,11 +227,11 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
       int want = node.inputLayout(c, k);
       inputOffset[k] = inputCost.size();
       if (source.node < 0) {
-        base += problem.boxingSeconds(node.inputs[k], source.fixed, want);
+        base += problem.boxingSeconds(n, k, source.fixed, want);
         continue;
       }
       for (int have : vars[inputVar[k]].domain)
-        inputCost.push_back(problem.boxingSeconds(node.inputs[k], have, want));
+        inputCost.push_back(problem.boxingSeconds(n, k, have, want));
     }
     // Every assignment of the read variables.
     std::vector<int> digit(reads.size(), 0);
@@ -429,7 +429,7 @@ std::optional<Solution> Eliminator::solve(std::string &error) {
           const Var &var = vars[varOf[source.node][source.output]];
           have = var.domain[assigned[varOf[source.node][source.output]]];
         }
-        seconds += problem.boxingSeconds(node.inputs[k], have, node.inputLayout(c, k));
+        seconds += problem.boxingSeconds(n, k, have, node.inputLayout(c, k));
       }
       if (seconds < best) {
         best = seconds;

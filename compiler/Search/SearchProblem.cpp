@@ -63,6 +63,8 @@ const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error)
   key.push_back(nullptr);
   for (Type t : op->getResultTypes())
     key.push_back(t.getAsOpaquePointer());
+  for (Value result : op->getResults()) // bf16 or f32 where it is stored
+    key.push_back(reinterpret_cast<const void *>(sizes_.of(result)));
   if (auto it = candidatesByKey_.find(key); it != candidatesByKey_.end())
     return it->second;
   auto candidates = std::make_unique<Candidates>();
@@ -77,7 +79,7 @@ const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error)
       return nullptr;
     }
     for (const NdSignature &sig : candidates->sigs)
-      candidates->compute.push_back(sbp::computeSecondsOf(op, sig, *mesh_, *cluster_));
+      candidates->compute.push_back(sbp::computeSecondsOf(op, sig, *mesh_, *cluster_, sizes_));
   }
   SmallVector<Value> results(op->getResults());
   intern(*candidates, results);
@@ -93,6 +95,7 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
   problem.mesh_ = &mesh;
   problem.cluster_ = &cluster;
   problem.plans_ = &plans;
+  problem.sizes_ = sbp::ElementSizes(fn);
   for (BlockArgument arg : fn.getArguments())
     if (std::optional<sbprt::NdSbp> layout = sbp::layoutOf(arg)) {
       std::string error = sbp::checkValueLayout(mesh, *layout, arg);
@@ -118,6 +121,8 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
     if (!node.candidates)
       return op.emitOpError() << error;
     node.inputs.assign(op.operand_begin(), op.operand_end());
+    for (OpOperand &use : op.getOpOperands())
+      node.inputElementBytes.push_back(problem.sizes_.ofUse(use));
     node.outputs.assign(op.result_begin(), op.result_end());
     for (Value operand : op.getOperands())
       if (problem.lastUse_.lookup(operand) != std::numeric_limits<size_t>::max())
@@ -188,24 +193,32 @@ std::optional<sbprt::NdSbp> SearchProblem::fixedLayout(Value arg) const {
   return it == fixed_.end() ? std::nullopt : std::optional<sbprt::NdSbp>(layouts_[it->second]);
 }
 
-double SearchProblem::boxingSeconds(Value value, int from, int to) {
+int SearchProblem::typeId(Type type, size_t elementBytes) {
+  return typeIds_
+      .try_emplace({type.getAsOpaquePointer(), elementBytes}, static_cast<int>(typeIds_.size()))
+      .first->second;
+}
+
+double SearchProblem::boxingSeconds(size_t n, size_t k, int from, int to) {
   if (from == to)
     return 0.0;
-  auto [type, isNew] = typeIds_.try_emplace(value.getType(), static_cast<int>(typeIds_.size()));
-  uint64_t key = (static_cast<uint64_t>(type->second) << 42) |
+  Value value = nodes_[n].inputs[k];
+  size_t elementBytes = nodes_[n].inputElementBytes[k];
+  uint64_t key = (static_cast<uint64_t>(typeId(value.getType(), elementBytes)) << 42) |
                  (static_cast<uint64_t>(from) << 21) | static_cast<uint64_t>(to);
   auto [it, inserted] = boxing_.try_emplace(key, 0.0);
   if (inserted)
-    it->second = plans_->get(value, layouts_[from], layouts_[to]).seconds;
+    it->second = plans_->get(value, layouts_[from], layouts_[to], elementBytes).seconds;
   return it->second;
 }
 
 double SearchProblem::localBytes(Value value, int id) {
-  auto [type, isNew] = typeIds_.try_emplace(value.getType(), static_cast<int>(typeIds_.size()));
-  uint64_t key = (static_cast<uint64_t>(type->second) << 32) | static_cast<uint64_t>(id);
+  size_t elementBytes = sizes_.of(value);
+  uint64_t key = (static_cast<uint64_t>(typeId(value.getType(), elementBytes)) << 32) |
+                 static_cast<uint64_t>(id);
   auto [it, inserted] = bytes_.try_emplace(key, 0.0);
   if (inserted)
-    it->second = static_cast<double>(sbp::elementBytes(value)) *
+    it->second = static_cast<double>(elementBytes) *
                  sbprt::numElements(localShape(*mesh_, layouts_[id], sbp::shapeOf(value)));
   return it->second;
 }
@@ -223,8 +236,8 @@ double evaluate(SearchProblem &problem, const std::vector<size_t> &choice) {
   double seconds = 0;
   for (auto [n, node] : llvm::enumerate(problem.nodes())) {
     seconds += node.compute(choice[n]);
-    for (auto [k, input] : llvm::enumerate(node.inputs))
-      seconds += problem.boxingSeconds(input, sourceLayout(problem, choice, n, k),
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      seconds += problem.boxingSeconds(n, k, sourceLayout(problem, choice, n, k),
                                        node.inputLayout(choice[n], k));
   }
   return seconds;
@@ -233,12 +246,12 @@ double evaluate(SearchProblem &problem, const std::vector<size_t> &choice) {
 double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size_t n, size_t c) {
   const Node &node = problem.nodes()[n];
   double seconds = problem.nodeCost(n, c);
-  for (auto [k, input] : llvm::enumerate(node.inputs))
-    seconds += problem.boxingSeconds(input, sourceLayout(problem, choice, n, k),
+  for (size_t k = 0; k < node.inputs.size(); ++k)
+    seconds += problem.boxingSeconds(n, k, sourceLayout(problem, choice, n, k),
                                      node.inputLayout(c, k));
-  for (auto [r, output] : llvm::enumerate(node.outputs))
+  for (size_t r = 0; r < node.outputs.size(); ++r)
     for (auto [m, k] : problem.uses(n, r))
-      seconds += problem.boxingSeconds(output, node.outputLayout(c, r),
+      seconds += problem.boxingSeconds(m, k, node.outputLayout(c, r),
                                        problem.nodes()[m].inputLayout(choice[m], k));
   return seconds;
 }

@@ -44,6 +44,8 @@ struct Node {
   const Candidates *candidates = nullptr;
   /// What the node reads and defines (a free argument defines itself).
   std::vector<mlir::Value> inputs, outputs;
+  /// Bytes of an element each input reads (sbp::ElementSizes::ofUse).
+  std::vector<size_t> inputElementBytes;
 
   size_t numChoices() const { return candidates->sigs.size(); }
   const NdSignature &choice(size_t c) const { return candidates->sigs[c]; }
@@ -88,10 +90,11 @@ public:
   /// An interned layout and its id.
   const sbprt::NdSbp &layout(int id) const { return layouts_[id]; }
   int layoutId(const sbprt::NdSbp &layout);
-  /// α-β seconds to change `value` from layout `from` to `to` (memoized).
-  double boxingSeconds(mlir::Value value, int from, int to);
-  double boxingSeconds(mlir::Value value, const sbprt::NdSbp &from, const sbprt::NdSbp &to) {
-    return boxingSeconds(value, layoutId(from), layoutId(to));
+  /// α-β seconds to change input `k` of node `n` from layout `from` to
+  /// `to` (memoized).
+  double boxingSeconds(size_t n, size_t k, int from, int to);
+  double boxingSeconds(size_t n, size_t k, const sbprt::NdSbp &from, const sbprt::NdSbp &to) {
+    return boxingSeconds(n, k, layoutId(from), layoutId(to));
   }
   /// Bytes of `value` per rank under layout `id`.
   double localBytes(mlir::Value value, int id);
@@ -126,7 +129,11 @@ private:
   std::map<std::vector<const void *>, const Candidates *> candidatesByKey_;
   std::vector<sbprt::NdSbp> layouts_;
   std::map<std::string, int> layoutIds_;
-  llvm::DenseMap<mlir::Type, int> typeIds_;
+  /// Interned (type, element bytes).
+  int typeId(mlir::Type type, size_t elementBytes);
+
+  sbp::ElementSizes sizes_;
+  std::map<std::pair<const void *, size_t>, int> typeIds_;
   std::unordered_map<uint64_t, double> boxing_;
   std::unordered_map<uint64_t, double> bytes_;
   std::map<std::string, int> axisIds_;

@@ -261,7 +261,6 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     return reportError(error);
 
   report["target"] = targetName(options.kind);
-  report["precision"] = options.bf16 ? "bf16" : "f32";
   report["ranks"] = ranks;
   uint64_t arenaMax = 0;
   for (const nlohmann::json &rank : ranks)

@@ -2,6 +2,7 @@
 // updates in f32.
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Graph/IR/Precision.h"
 #include "passes/Exec/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,56 +25,15 @@ bool isFloatTensor(Value value) {
   return type && isa<FloatType>(type.getElementType());
 }
 
-/// The optimizer's gradient operand: the one input of an update that comes
-/// from the (bf16) backward.
-Value gradientOf(Operation *update) {
-  if (auto adamw = dyn_cast<graph::AdamwUpdateOp>(update))
-    return adamw.getGrad();
-  if (auto sgd = dyn_cast<graph::SgdUpdateOp>(update))
-    return sgd.getGrad();
-  return nullptr;
-}
-
-/// The ops of `program` that stay f32: the optimizer updates, every op
-/// that an update's state or a stored value depends on without depending on
-/// an input (the step counter, a ZeRO shard of a parameter, the updated
-/// parameters on their way to their stores), and the sums over
-/// micro-batches (graph.accumulate). The rest depends on the inputs (the
-/// forward and backward) or is used only there, and runs in bf16.
+/// The ops of `program` that stay f32 (graph::findF32Storage): the inputs
+/// are the loads of inputs and the received values, the stores exec.store.
 llvm::DenseSet<Operation *> f32Ops(func::FuncOp program) {
-  llvm::DenseSet<Operation *> fromInputs, keep;
-  for (Operation &op : program.getBody().front()) {
-    auto load = dyn_cast<exec::LoadOp>(op);
-    if ((load && load.getKind() == "input") || isa<exec::RecvOp>(op) ||
-        (!gradientOf(&op) && llvm::any_of(op.getOperands(), [&](Value v) {
-          return v.getDefiningOp() && fromInputs.contains(v.getDefiningOp());
-        })))
-      fromInputs.insert(&op);
-  }
-  SmallVector<Value> work;
-  for (Operation &op : program.getBody().front()) {
-    if (Value grad = gradientOf(&op)) {
-      keep.insert(&op);
-      for (Value operand : op.getOperands())
-        if (operand != grad)
-          work.push_back(operand);
-    } else if (auto store = dyn_cast<exec::StoreOp>(op)) {
-      work.push_back(store.getValue());
-    }
-  }
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || fromInputs.contains(def) || !keep.insert(def).second)
-      continue;
-    llvm::append_range(work, def->getOperands());
-  }
-  // Sums over micro-batches accumulate in f32: each micro-batch's bf16
-  // result is widened and added to an f32 total.
-  program.walk([&](Operation *op) {
-    if (op->hasAttr(graph::GraphDialect::kAccumulateAttr))
-      keep.insert(op);
-  });
-  return keep;
+  auto isInput = [](Value v) {
+    auto load = v.getDefiningOp<exec::LoadOp>();
+    return (load && load.getKind() == "input") || v.getDefiningOp<exec::RecvOp>();
+  };
+  auto isStore = [](Operation *op) { return isa<exec::StoreOp>(op); };
+  return graph::findF32Storage(program.getBody().front(), isInput, isStore).ops;
 }
 
 LogicalResult toBf16(func::FuncOp program) {

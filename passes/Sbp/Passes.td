@@ -87,6 +87,12 @@ def SbpInsertBoxing : Pass<"sbp-insert-boxing", "mlir::ModuleOp"> {
     ops become boxings where their operand is laid out otherwise, and
     disappear where it already is.
 
+    In a module marked `sbp.precision = "bf16"` (`sbpc compile --precision
+    bf16`), a boxing whose consumer will read the value in bf16 (the rule of
+    `--exec-bf16`: everything but what the optimizer's updates and the
+    stored parameters need) is planned for 2-byte elements and marked
+    `sbp.bf16`; one that feeds the updates keeps 4-byte elements.
+
     ```mlir
     %0 = sbp.boxing %y mesh @m from [P(sum)] to [B] {bytes_per_rank = 96 : i64,
         collective = "all-reduce", mesh_axes = ["tp"],

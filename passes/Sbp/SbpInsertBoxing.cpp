@@ -40,13 +40,16 @@ private:
 };
 
 /// Boxes `value` from `from` into `to` before `before`: one sbp.boxing per
-/// hop of the cheapest plan, each at `loc` (its consumer's) with its
-/// collective, axis, bytes and `reason`. Returns the boxed value.
+/// hop of the cheapest plan for elements of `elementBytes`, each at `loc`
+/// (its consumer's) with its collective, axis, bytes and `reason`, and
+/// marked bf16 where it moves 2-byte elements of an f32 value. Returns the
+/// boxed value.
 Value createBoxings(OpBuilder &b, Operation *before, Location loc, Value value,
-                    const sbprt::NdSbp &from, const sbprt::NdSbp &to, LayoutContext &context,
-                    const std::string &reason) {
+                    const sbprt::NdSbp &from, const sbprt::NdSbp &to, size_t elementBytes,
+                    LayoutContext &context, const std::string &reason) {
   MLIRContext *ctx = b.getContext();
-  const BoxingPlan &plan = context.plans->get(value, from, to);
+  const BoxingPlan &plan = context.plans->get(value, from, to, elementBytes);
+  bool bf16 = elementBytes < sbp::elementBytes(value);
   auto mesh = FlatSymbolRefAttr::get(context.meshOp.getSymNameAttr());
   b.setInsertionPoint(before);
   sbprt::NdSbp current = from;
@@ -59,6 +62,8 @@ Value createBoxings(OpBuilder &b, Operation *before, Location loc, Value value,
         b.getStrArrayAttr({context.mesh.axes[step.hop.axis]}),
         b.getI64IntegerAttr(static_cast<int64_t>(std::llround(step.bytesPerRank))),
         b.getStringAttr(reason));
+    if (bf16)
+      value.getDefiningOp()->setAttr(kBoxingBf16, b.getUnitAttr());
     current = next;
   }
   return value;
@@ -68,15 +73,22 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
   if (!fn->hasAttr(kFuncMesh))
     return fn.emitOpError() << "has no layouts; run --sbp-propagate first";
   OpBuilder b(fn.getContext());
-  // One chain of boxings per (value, target layout), shared by its
-  // consumers; per consumer for arguments gathered at each use (ZeRO-3).
-  std::map<std::tuple<void *, std::string, Operation *>, Value> boxed;
-  auto box = [&](Operation *before, Value value, const sbprt::NdSbp &have,
-                 const sbprt::NdSbp &want, const std::string &reason) {
+  ElementSizes sizes(fn);
+  // One chain of boxings per (value, target layout, element size), shared
+  // by its consumers; per consumer for arguments gathered at each use
+  // (ZeRO-3). Under bf16 an f32 value's consumers that read it in bf16 share
+  // one chain of 2-byte elements, those that read f32 (an optimizer update)
+  // another.
+  std::map<std::tuple<void *, std::string, Operation *, size_t>, Value> boxed;
+  auto box = [&](OpOperand &use, const sbprt::NdSbp &have, const sbprt::NdSbp &want,
+                 const std::string &reason) {
+    Operation *before = use.getOwner();
+    Value value = use.get();
+    size_t elementBytes = sizes.ofUse(use);
     auto arg = dyn_cast<BlockArgument>(value);
     bool perUse = arg && fn.getArgAttr(arg.getArgNumber(), kGatherPerUse);
     auto key = std::make_tuple(value.getAsOpaquePointer(), sbprt::toString(want),
-                               perUse ? before : nullptr);
+                               perUse ? before : nullptr, elementBytes);
     auto found = boxed.find(key);
     if (found != boxed.end())
       return found->second;
@@ -88,8 +100,9 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
         def && !isa<ConstraintOp>(def) &&
         localBytes(context.mesh, want, value) < localBytes(context.mesh, have, value))
       at = def->getNextNode();
-    return boxed.emplace(key, createBoxings(b, at, before->getLoc(), value, have, want, context,
-                                            reason))
+    return boxed
+        .emplace(key, createBoxings(b, at, before->getLoc(), value, have, want, elementBytes,
+                                    context, reason))
         .first->second;
   };
   for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
@@ -101,7 +114,7 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
       sbprt::NdSbp want = constraint.getLayout().toLayout();
       Value replacement = *have == want
                               ? input
-                              : box(&op, input, *have, want,
+                              : box(constraint.getInputMutable(), *have, want,
                                     "sbp.constraint at " + describeLocation(op.getLoc()) +
                                         " pins " + sbprt::toString(want));
       constraint.getResult().replaceAllUsesWith(replacement);
@@ -122,7 +135,7 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
                                 << " has no layout; run --sbp-propagate first";
       if (*have == want)
         continue;
-      operand.set(box(&op, operand.get(), *have, want,
+      operand.set(box(operand, *have, want,
                       "consumer '" + op.getName().getStringRef().str() + "' at " +
                           describeLocation(op.getLoc()) + " needs " + sbprt::toString(want) +
                           " for operand " + std::to_string(operand.getOperandNumber())));

@@ -44,6 +44,7 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
   MeshOp meshOp = context.meshOp;
   const sbprt::Mesh &mesh = context.mesh;
   BoxingPlans &plans = *context.plans;
+  ElementSizes sizes(fn);
   llvm::DenseMap<Value, sbprt::NdSbp> layouts;
   for (BlockArgument arg : fn.getArguments()) {
     Attribute attr = fn.getArgAttr(arg.getArgNumber(), kArgLayout);
@@ -112,15 +113,16 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
     // boxing and only the best few are planned exactly.
     auto boxingCost = [&](const NdSignature &sig, bool exact) {
       double seconds = 0;
-      for (auto [operand, wanted] : llvm::zip(op.getOperands(), sig.operands)) {
+      for (auto [use, wanted] : llvm::zip(op.getOpOperands(), sig.operands)) {
+        Value operand = use.get();
         auto have = layouts.find(operand);
         if (have == layouts.end() || have->second == wanted)
           continue;
         if (exact) {
-          seconds += plans.get(operand, have->second, wanted).seconds;
+          seconds += plans.get(operand, have->second, wanted, sizes.ofUse(use)).seconds;
           continue;
         }
-        double bytes = static_cast<double>(elementBytes(operand)) *
+        double bytes = static_cast<double>(sizes.ofUse(use)) *
                        static_cast<double>(sbprt::numElements(shapeOf(operand)));
         for (size_t axis = 0; axis < wanted.size(); ++axis)
           if (have->second[axis] != wanted[axis])
@@ -136,7 +138,7 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
     for (const NdSignature &sig : candidates)
       if (!anyFree || needsNoBoxing(sig))
         ranked.push_back({{anyFree ? 0.0 : boxingCost(sig, /*exact=*/false),
-                           computeSecondsOf(&op, sig, mesh, context.cluster)},
+                           computeSecondsOf(&op, sig, mesh, context.cluster, sizes)},
                           &sig});
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const Ranked &a, const Ranked &b) { return a.first < b.first; });

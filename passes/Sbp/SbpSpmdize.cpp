@@ -121,7 +121,7 @@ LogicalResult Spmdizer::lowerBoxing(BoxingOp boxing) {
   if (changed.size() == 1 && sbprt::isDirectHop(from, {changed[0], from[changed[0]], to[changed[0]]}))
     hops.push_back({changed[0], from[changed[0]], to[changed[0]]});
   else if (!changed.empty())
-    for (const BoxingStep &step : context.plans->get(boxing.getInput(), from, to).steps)
+    for (const BoxingStep &step : context.plans->get(boxing.getInput(), from, to, elementBytes(boxing)).steps)
       hops.push_back(step.hop);
   auto globalType = cast<RankedTensorType>(boxing.getType());
   NdSbp current = from;

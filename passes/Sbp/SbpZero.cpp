@@ -102,6 +102,7 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
     }
 
   int64_t paramBytes = 0, gradientBytes = 0, stateBytes = 0, sharded = 0;
+  ElementSizes sizes(fn); // a gradient is bf16 under bf16, the rest f32
   SmallVector<Attribute> unsharded;
   SmallVector<Update> updates;
   for (Operation &op : fn.getBody().front())
@@ -215,10 +216,11 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
     }
 
     // What each rank keeps between steps and in the update.
-    paramBytes += localBytes(mesh, stage >= 3 ? layout : before, param);
-    gradientBytes += localBytes(mesh, stage >= 2 ? layout : reduced, grad);
+    paramBytes += localBytes(mesh, stage >= 3 ? layout : before, param, sizes.of(param));
+    gradientBytes += localBytes(mesh, stage >= 2 ? layout : reduced, grad, sizes.of(grad));
     for (unsigned i : update.states)
-      stateBytes += localBytes(mesh, stage >= 1 ? layout : before, op->getOperand(i));
+      stateBytes += localBytes(mesh, stage >= 1 ? layout : before, op->getOperand(i),
+                               sizes.of(op->getOperand(i)));
   }
 
   SmallVector<Attribute> axisNames;

@@ -8,7 +8,8 @@ trains it on the ranks (`sbpc run DIR --steps N`). Checks the loss of every
 step and every final parameter and optimizer state to --rtol relative
 error (max |a - b| / max |b| per tensor; with --norm-rtol also norm-wise,
 ||a - b|| / ||b||: bf16's tolerance), and that each rank's measured
-arena peak (run.json) is the arena report.json planned. Prints one line per
+arena peak (run.json) is the arena report.json planned, and that what the
+ranks send in a step is what report.json's boxings say. Prints one line per
 case.
 
 A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
@@ -158,6 +159,14 @@ def main():
         memory.append((case, state, max(planned)))
         if planned != measured:
             print(f"FAIL {case}: arena planned {planned} but measured {measured}")
+            ok = False
+        # Communication: the report's boxings (whole bytes each) are what a
+        # step sends, in bf16 as in f32.
+        sent = sum(r["comm_bytes"] for r in run["ranks"])
+        estimate = report["totals"]["comm_bytes_per_rank"] * len(run["ranks"])
+        if abs(sent - estimate) > len(report["boxings"]) * len(run["ranks"]):
+            print(f"FAIL {case}: the ranks sent {sent} bytes a step, the boxings say "
+                  f"{estimate:.0f}")
             ok = False
         if ok and args.bundle:
             try:

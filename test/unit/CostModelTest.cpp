@@ -47,6 +47,11 @@ TEST_F(CostModelTest, TimesFollowAlphaBeta) {
   // Compute-bound and memory-bound ops take the larger of the two times.
   EXPECT_DOUBLE_EQ(1e12 / c.flops, computeSeconds(c, 1e12, 1.0));
   EXPECT_DOUBLE_EQ(1e12 / c.memoryBandwidth, computeSeconds(c, 1.0, 1e12));
+  // The CPU has no faster bf16; an H100's tensor cores are.
+  EXPECT_DOUBLE_EQ(computeSeconds(c, 1e12, 1.0), computeSeconds(c, 1e12, 1.0, /*bf16=*/true));
+  Cluster gpu = *loadCluster("dgx-h100x8", error);
+  EXPECT_DOUBLE_EQ(1e15 / gpu.bf16Flops, computeSeconds(gpu, 1e15, 1.0, /*bf16=*/true));
+  EXPECT_GT(computeSeconds(gpu, 1e15, 1.0) / computeSeconds(gpu, 1e15, 1.0, true), 10.0);
 }
 
 TEST_F(CostModelTest, ReadsAClusterFile) {
@@ -59,6 +64,13 @@ TEST_F(CostModelTest, ReadsAClusterFile) {
   EXPECT_EQ("lab", c->name);
   EXPECT_EQ(4, c->devicesPerNode);
   EXPECT_DOUBLE_EQ(1e10, c->interNode.beta);
+  EXPECT_EQ(0, c->bf16Flops); // bf16 at the f32 rate
+  c = load(R"({"device": {"flops": 1e13, "bf16_flops": 2e14, "memory_bytes": 4e10,
+      "memory_bandwidth": 1e12}, "devices_per_node": 4, "intra_node": {"alpha": 2e-6,
+      "beta": 1e11}, "inter_node": {"alpha": 1e-5, "beta": 1e10}})",
+           error);
+  ASSERT_TRUE(c) << error;
+  EXPECT_DOUBLE_EQ(2e14, c->bf16Flops);
 }
 
 TEST_F(CostModelTest, RejectsBadClusterFiles) {
@@ -68,6 +80,10 @@ TEST_F(CostModelTest, RejectsBadClusterFiles) {
       {R"({"devices_per_node": 8})", "'device' must be an object"},
       {R"({"device": {"flops": -1, "memory_bytes": 1, "memory_bandwidth": 1}})",
        "device: 'flops' must be a positive number"},
+      {R"({"device": {"flops": 1, "bf16_flops": "fast", "memory_bytes": 1,
+           "memory_bandwidth": 1}, "devices_per_node": 2, "intra_node": {"alpha": 1, "beta": 1},
+           "inter_node": {"alpha": 1, "beta": 1}})",
+       "device: 'bf16_flops' must be a positive number"},
       {R"({"device": {"flops": 1, "memory_bytes": 1, "memory_bandwidth": 1},
            "devices_per_node": 2.5, "intra_node": {"alpha": 1, "beta": 1},
            "inter_node": {"alpha": 1, "beta": 1}})",

@@ -157,9 +157,11 @@ static cl::opt<std::string>
                     cl::cat(compileCategory));
 static cl::opt<std::string>
     compilePrecision("precision",
-                     cl::desc("With --target: f32 (default) or bf16 (activations, gradients and "
-                              "collectives in bf16, computed with f32 accumulation; parameters, "
-                              "optimizer state and updates in f32; files stay f32)"),
+                     cl::desc("f32 (default) or bf16: activations, gradients and collectives "
+                              "in bf16, computed with f32 accumulation; parameters, optimizer "
+                              "state and updates in f32; files stay f32. The search, boxings "
+                              "and report count bf16 at 2 bytes, with --target the programs "
+                              "compute so"),
                      cl::init("f32"), cl::value_desc("f32|bf16"), cl::sub(compileCommand),
                      cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
@@ -216,8 +218,6 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
     return sbpc::reportError("--cuda-arch applies to --target cuda");
   if (compilePrecision != "f32" && compilePrecision != "bf16")
     return sbpc::reportError("--precision must be f32 or bf16, got '" + compilePrecision + "'");
-  if (compilePrecision.getNumOccurrences() && compileTarget.empty())
-    return sbpc::reportError("--precision applies to the rank programs: add --target cpu|cuda");
   if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
     return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
   if (compileZero < 0 || compileZero > 3)
