@@ -179,6 +179,8 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
                          static_cast<int>(mpi->size()));
   c.device = local % devices;
   c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
+  c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
+  c.onePassRows = envInt({"SBPRT_CUDA_ONE_PASS"}, 1) != 0;
   if (!ok(cudaSetDevice(c.device), "selecting the GPU", error) ||
       !ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "creating the stream",
           error))

@@ -162,11 +162,12 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
     return;
   LinearKey key{rows, n, k, transposeW, gelu, std::is_same_v<T, bf16>,
                 alignmentOf(w), alignmentOf(x), alignmentOf(y)};
-  auto found = linearPlans().find(key);
-  if (k > 0 && found == linearPlans().end())
-    found = linearPlans().emplace(key, makePlan(key)).first;
   // cuBLASLt reads the bias in 16-byte vectors (the arena aligns to 64).
-  if (k > 0 && found->second.usable && alignmentOf(bias) >= 16) {
+  bool fusable = k > 0 && context().epilogues && alignmentOf(bias) >= 16;
+  auto found = linearPlans().find(key);
+  if (fusable && found == linearPlans().end())
+    found = linearPlans().emplace(key, makePlan(key)).first;
+  if (fusable && found->second.usable) {
     LinearPlan &plan = found->second;
     float one = 1.0f, zero = 0.0f;
     check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -179,9 +180,10 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
       check(cudaStreamSynchronize(stream()), "linear");
     return;
   }
-  // No epilogue for it (or nothing to contract): the product, then the
-  // bias and the GELU in place, as the unfused ops compute them (in bf16,
-  // rounding after each where the fused GEMM and the CPU round once).
+  // No epilogue for it (or none wanted, or nothing to contract): the
+  // product, then the bias and the GELU in place, as the unfused ops
+  // compute them (in bf16, rounding after each where the fused GEMM and the
+  // CPU round once).
   Shape wShape = transposeW ? Shape{n, k} : Shape{k, n};
   matmulOp(x, xShape, w, wShape, y, yShape, false, transposeW);
   cuda::binary(BinaryKind::Add, y, yShape, bias, Shape{n}, y, yShape);

@@ -295,11 +295,12 @@ template <typename T> bool packable(int64_t width, std::initializer_list<const v
 
 /// Calls launch(V, Items) (std::integral_constants) with V = 4 when
 /// `packed`, else 1, and the fewest Items of 1, 2, 4, 8 that hold a row of
-/// `width`; false, launching nothing, when the row is wider than that.
+/// `width`; false, launching nothing, when the row is wider than that (or
+/// SBPRT_CUDA_ONE_PASS=0).
 template <typename Launch> bool launchOnePass(int64_t width, bool packed, Launch launch) {
   int64_t perLoad = (packed ? 4 : 1) * static_cast<int64_t>(kRowThreads);
   int64_t items = (width + perLoad - 1) / perLoad;
-  if (items > 8)
+  if (items > 8 || !context().onePassRows)
     return false;
   auto withV = [&](auto v) {
     if (items <= 1)
