@@ -204,7 +204,13 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) 
   if (!command.reportOnly && !command.target.empty())
     llvm::outs() << "wrote " << command.outputDir << "/bin/rank0"
                  << (mesh->numDevices() > 1 ? ".." + std::to_string(mesh->numDevices() - 1) : "")
-                 << " and launch.sh; run them with: sbpc run "
-                 << command.outputDir << " --params ... --input NAME=FILE.npy --output-dir DIR\n";
+                 << " and launch.sh; run them with: sbpc run " << command.outputDir
+                 << (llvm::any_of(model->arguments,
+                                  [](const ModelArgument &a) {
+                                    return a.kind == ModelArgument::Kind::Param;
+                                  })
+                         ? " --params FILE.safetensors"
+                         : "")
+                 << " --input NAME=FILE.npy --output-dir DIR\n";
   return success();
 }
