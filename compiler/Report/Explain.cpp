@@ -53,7 +53,8 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
   const json &mesh = report["mesh"], &strategy = report["strategy"], &search = report["search"];
   os << "Plan for " << str(report.value("model", json("the model"))) << " on mesh "
      << str(mesh.value("spec", json("?"))) << " (cluster "
-     << str(report.value("cluster", json::object()).value("name", json("?"))) << ")\n"
+     << str(report.value("cluster", json::object()).value("name", json("?")))
+     << (report.value("precision", json("f32")) == "bf16" ? ", bf16" : "") << ")\n"
      << "  strategy " << str(strategy.value("name", json("?"))) << " ("
      << str(strategy.value("source", json("?"))) << "), laid out by "
      << str(search.value("algorithm", json("?"))) << " in "
