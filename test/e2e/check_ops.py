@@ -18,16 +18,19 @@ documented SGD and AdamW algorithms. A few cases feed invalid run-time data
 (an index out of range) and pass when `sbpc run` fails cleanly: a positive
 exit status and exactly one stderr line, containing "error:".
 
-With --compiled, the same cases (but the must-fail ones) are checked
-through the compiler instead: all of them side by side in one function,
-each case's names prefixed by cNN_, compiled for one CPU rank (`sbpc compile
---mesh x=1`, so exec-fuse's fused softmax, linear and elementwise kernels
-run too) and run with `sbpc run PROGRAM`. --precision bf16 compiles with
+With --compiled, the same cases are checked through the compiler instead:
+all of them side by side in one function, each case's names prefixed by
+cNN_, compiled for one CPU rank (`sbpc compile --mesh x=1`, so exec-fuse's
+fused softmax, linear and elementwise kernels run too) and run with `sbpc
+run PROGRAM`; a must-fail case runs the program on the inputs of the case
+of the same op and shapes, with its own in their place, and must fail
+naming the op. --precision bf16 compiles with
 bf16 storage; --rtol then gives one bound for all cases. With --bundle DIR,
 the program is also compiled for --bundle-target (cuda) and exported as the
 GPU bundle's case "ops" ("ops-bf16"), the CPU program's outputs its
 expected result (test/gpu/export.py): every CUDA kernel meets each case,
-rows of the widths that choose between its paths included.
+rows of the widths that choose between its paths included, and the device
+must fail on the bad ids as the CPU did.
 
 Usage:
   /usr/bin/python3 check_ops.py --sbpc build/bin/sbpc --workdir /tmp/ops [--seed N]
@@ -620,8 +623,10 @@ def compare(actual, expected, rtol):
 
 def clean_failure(proc):
     """(ok, message) for a run that must fail: a positive exit status (not a
-    signal) and exactly one stderr line, containing "error:"."""
-    lines = proc.stderr.strip().splitlines()
+    signal) and exactly one stderr line, containing "error:" (besides the
+    progress line of a compiled program's run)."""
+    lines = [line for line in proc.stderr.strip().splitlines()
+             if not line.startswith("sbpc: running ")]
     if proc.returncode <= 0:
         how = "succeeded" if proc.returncode == 0 else f"died of signal {-proc.returncode}"
         return False, f"sbpc {how}; expected a clean failure:\n{proc.stderr.rstrip()}"
@@ -676,11 +681,12 @@ def last_error(proc):
 
 def run_compiled(args, sbpc, drawn):
     """Checks the cases of `drawn` ([(name, made)], `made` None where the
-    case could not be drawn) but the must-fail ones through one program:
-    all of them side by side in one function, their names prefixed by
-    cNN_, compiled for one CPU rank. Returns [(name, ok, message)]; with
-    --bundle, also exports the program compiled for --bundle-target as the
-    bundle's case "ops" (test/gpu/export.py)."""
+    case could not be drawn) through one program: all but the must-fail
+    ones side by side in one function, their names prefixed by cNN_,
+    compiled for one CPU rank; the must-fail ones as runs of it on bad
+    inputs. Returns [(name, ok, message)]; with --bundle, also exports the
+    program compiled for --bundle-target as the bundle's case "ops"
+    (test/gpu/export.py), the bad inputs as runs that must fail."""
     work = os.path.join(args.workdir, "compiled")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "inputs"))
@@ -712,6 +718,32 @@ def run_compiled(args, sbpc, drawn):
         failure = f"{' '.join(proc.args[1:3])}: {last_error(proc)}"
         return [(name, False, failure) for name, _, _ in checks]
     found = [(name, *check_outputs(odir, outs, args.rtol or rtol)) for name, outs, rtol in checks]
+    # The must-fail cases: the same program, on the inputs of the case with
+    # the same body but one id out of range, must fail naming the op.
+    failing = []
+    for i, (name, made) in enumerate(drawn):
+        if made is None or made[3] is not MUST_FAIL:
+            continue
+        twins = [j for j, (_, other) in enumerate(drawn) if other is not None and
+                 other[3] is not MUST_FAIL and other[1] == made[1] and
+                 {n: a.shape for n, a in other[0].items()} ==
+                 {n: a.shape for n, a in made[0].items()}]
+        if not twins:
+            found.append((name, False, "no case of the same op and shapes to run it in"))
+            continue
+        prefix, bad_args = f"c{twins[0]:02d}_", list(run_args)
+        for n, a in made[0].items():
+            bad = os.path.join(work, "inputs", f"bad{i:02d}_{n}.npy")
+            np.save(bad, a)
+            k = bad_args.index(f"{prefix}{n}={os.path.join(work, 'inputs', prefix + n + '.npy')}")
+            bad_args[k] = f"{prefix}{n}={bad}"
+        proc = subprocess.run([sbpc, "run", prog, *bad_args, "--output-dir", odir + "-bad"],
+                              capture_output=True, text=True)
+        ok, msg = clean_failure(proc)
+        if ok and " failed in graph." not in msg:
+            ok, msg = False, "the error does not name the op: " + msg
+        found.append((name, ok, msg))
+        failing.append((f"bad{i:02d}", bad_args))
     if args.precision == "bf16" and all(ok for _, ok, _ in found):
         # The largest error shows whether bf16 rounded anything.
         worst = max(max_rel_err(np.load(os.path.join(odir, n + ".npy")), a)
@@ -730,7 +762,7 @@ def run_compiled(args, sbpc, drawn):
         try:
             export_case(args.bundle, "ops" + ("-bf16" if bf16 else ""), prog, device,
                         [("run", run_args)], args.rtol or RTOL_MATMUL, bf16=bf16,
-                        sanitize=True)
+                        sanitize=True, failing=failing)
         except RuntimeError as e:
             return found + [("bundle", False, str(e))]
         found.append(("bundle", True, f"exported {len(checks)} cases as one program"))

@@ -10,7 +10,9 @@ rank by rank, against what the CPU program of the same flags wrote:
   tolerance), infinities exactly where the CPU's are; integer shards
   exactly; the same set of shards;
 - the bytes each rank sent (comm_bytes) and its arena peak
-  (arena_peak_bytes) exactly: the device runs the same plan.
+  (arena_peak_bytes) exactly: the device runs the same plan;
+- a run with bad data ("fails_with") fails, naming the op and the fault
+  as the CPU program did.
 
 Cases marked "sanitize" (one rank) are also run under compute-sanitizer's
 memcheck, racecheck and initcheck when --sanitizer names it.
@@ -131,6 +133,11 @@ def check_case(case_dir, args):
             out = os.path.join(work, run["name"])
             failure = run_program([os.path.join(case_dir, "prog", "launch.sh"), *run["args"]],
                                   case_dir, out, args.timeout)
+            if "fails_with" in run:
+                if not failure or run["fails_with"] not in failure:
+                    problems.append(f"{run['name']}: should fail with '{run['fails_with']}', "
+                                    f"got: {failure or 'success'}")
+                continue
             if failure:
                 problems.append(f"{run['name']}: {failure}")
                 continue

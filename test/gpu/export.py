@@ -12,7 +12,10 @@ A case directory holds:
   inputs/RUN-FILE       every file a run reads
   expected/RUN/         the CPU ranks' shards (NAME.rankR.npy) and rankR.json
   case.json             {"name", "rtol", "norm_rtol", "sanitize",
-                         "runs": [{"name", "args"}]}
+                         "runs": [{"name", "args"[, "fails_with"]}]}
+
+A run with "fails_with" has bad data (an id out of range): the CPU program
+failed on it, and the device program must fail with the same message.
 """
 import json
 import os
@@ -43,11 +46,12 @@ def _localize(args, run, inputs_dir):
 
 
 def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol=None,
-                bf16=False, sanitize=False):
+                bf16=False, sanitize=False, failing=()):
     """Writes bundle/name from a CPU-compiled and a device-compiled program
     of the same flags; `runs` is [(run name, launch arguments)] with paths
     as the caller has them; rtol and norm_rtol are the suite's tolerances
-    against its reference (npy_tools.relative_errors).
+    against its reference (npy_tools.relative_errors). `failing` are more
+    runs, on which the CPU program must fail: the device must fail alike.
 
     The device is checked against the CPU's shards, not the reference. In
     f32 both are within rounding of the reference and the suite's tolerance
@@ -71,6 +75,16 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
                 raise RuntimeError(f"{cpu_program}: launch.sh failed: {failure}")
             shutil.copytree(os.path.join(tmp, ".shards"), expected)
         described.append({"name": run, "args": local})
+    for run, args in failing:
+        local = _localize(args, run, os.path.join(case, "inputs"))
+        with tempfile.TemporaryDirectory() as tmp:
+            failure = run_program([os.path.join(cpu_program, "launch.sh"), *local], case, tmp, 300)
+        message = failure.split(" failed in ", 1)[1] if failure and " failed in " in failure \
+            else None
+        if not message:
+            raise RuntimeError(f"{cpu_program}: run {run} should fail naming its op, got: "
+                               f"{failure or 'success'}")
+        described.append({"name": run, "args": local, "fails_with": message})
     with open(os.path.join(case, "case.json"), "w") as f:
         json.dump({"name": name, "rtol": rtol, "norm_rtol": norm_rtol, "sanitize": sanitize,
                    "runs": described}, f, indent=1)
