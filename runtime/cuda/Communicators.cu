@@ -49,6 +49,16 @@ public:
         ncclCommDestroy(c);
   }
 
+  /// Gives up the communicators joined so far after a failed init: an
+  /// abort, unlike a destroy, does not wait for peers still joining, so the
+  /// rank gets to report its error and end the job.
+  void abandon() {
+    for (ncclComm_t c : comms_)
+      if (c)
+        ncclCommAbort(c);
+    comms_.clear();
+  }
+
   bool init(std::string &error) {
     for (size_t axis = 0; axis < mesh_.shape.size(); ++axis) {
       int p = static_cast<int>(mesh_.shape[axis]);
@@ -60,6 +70,7 @@ public:
       int c = static_cast<int>(coordinate(axis));
       if (c == 0 && ncclGetUniqueId(&id) != ncclSuccess) {
         error = "cannot make an NCCL id";
+        abandon();
         return false;
       }
       mpi_->broadcast(axis, &id, Local{{static_cast<int64_t>(sizeof id)}, 1}, 0, nullptr);
@@ -67,6 +78,7 @@ public:
       if (ncclResult_t status = ncclCommInitRank(&comm, p, id, c); status != ncclSuccess) {
         error = "cannot join NCCL on mesh axis '" + mesh_.axes[axis] +
                 "': " + ncclGetErrorString(status);
+        abandon();
         return false;
       }
       comms_.push_back(comm);

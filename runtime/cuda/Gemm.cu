@@ -25,8 +25,9 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
   if (batch == 0 || m == 0 || n == 0)
     return;
   // A batch of row-major m x k by one shared B is one (batch * m) x k
-  // GEMM: one larger product keeps more of the GPU busy than a batch.
-  if (sharedB && !transposeA && batch > 1) {
+  // GEMM: one larger product keeps more of the GPU busy than a batch
+  // (while cuBLAS's int dimensions hold it).
+  if (sharedB && !transposeA && batch > 1 && batch * m <= INT32_MAX) {
     m *= batch;
     batch = 1;
   }
