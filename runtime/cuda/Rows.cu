@@ -111,6 +111,18 @@ template <int V> __device__ int64_t itemStart(int i) {
   return (threadIdx.x + static_cast<int64_t>(i) * blockDim.x) * V;
 }
 
+/// Calls f(i, j) for each item i of this thread's part of a row (of V
+/// elements from element j) that starts before `limit`: a one-pass
+/// kernel's loop over the row it holds, unrolled so that the items stay in
+/// registers.
+template <int V, int Items, typename F>
+__device__ __forceinline__ void forEachItem(int64_t limit, F f) {
+#pragma unroll
+  for (int i = 0; i < Items; ++i)
+    if (int64_t j = itemStart<V>(i); j < limit)
+      f(i, j);
+}
+
 template <typename T, int V, int Items>
 __global__ void layerNormOnePassKernel(const T *in, const T *scale, const T *bias, T *out,
                                        int64_t width, float eps) {
@@ -119,28 +131,21 @@ __global__ void layerNormOnePassKernel(const T *in, const T *scale, const T *bia
   T *y = out + blockIdx.x * width;
   float v[Items][V];
   float sum = 0.0f;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+    loadPack<V>(x + j, v[i]);
 #pragma unroll
-  for (int i = 0; i < Items; ++i)
-    if (itemStart<V>(i) < width) {
-      loadPack<V>(x + itemStart<V>(i), v[i]);
-#pragma unroll
-      for (int c = 0; c < V; ++c)
-        sum += v[i][c];
-    }
+    for (int c = 0; c < V; ++c)
+      sum += v[i][c];
+  });
   float mean = blockReduce(sum, shared, Sum()) / static_cast<float>(width);
   float var = 0.0f;
+  forEachItem<V, Items>(width, [&](int i, int64_t) {
 #pragma unroll
-  for (int i = 0; i < Items; ++i)
-    if (itemStart<V>(i) < width)
-#pragma unroll
-      for (int c = 0; c < V; ++c)
-        var += (v[i][c] - mean) * (v[i][c] - mean);
+    for (int c = 0; c < V; ++c)
+      var += (v[i][c] - mean) * (v[i][c] - mean);
+  });
   float rstd = 1.0f / sqrtf(blockReduce(var, shared, Sum()) / static_cast<float>(width) + eps);
-#pragma unroll
-  for (int i = 0; i < Items; ++i) {
-    int64_t j = itemStart<V>(i);
-    if (j >= width)
-      continue;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
     float g[V], b[V];
     loadPack<V>(scale + j, g);
     loadPack<V>(bias + j, b);
@@ -148,7 +153,7 @@ __global__ void layerNormOnePassKernel(const T *in, const T *scale, const T *bia
     for (int c = 0; c < V; ++c)
       v[i][c] = (v[i][c] - mean) * rstd * g[c] + b[c];
     storePack<V>(y + j, v[i]);
-  }
+  });
 }
 
 /// exec.softmax (and graph.softmax over the last axis, with no scale and
@@ -164,39 +169,30 @@ __global__ void scaledSoftmaxOnePassKernel(const T *in, const T *scale, bool cau
   float s = scale ? static_cast<float>(*scale) : 1.0f;
   float v[Items][V];
   float best = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < Items; ++i) {
-    int64_t j = itemStart<V>(i);
-    if (j >= kept)
-      continue;
+  forEachItem<V, Items>(kept, [&](int i, int64_t j) {
     loadPack<V>(x + j, v[i]);
 #pragma unroll
     for (int c = 0; c < V; ++c) {
       v[i][c] = j + c < kept ? (scale ? v[i][c] * s : v[i][c]) : -INFINITY;
       best = fmaxf(best, v[i][c]);
     }
-  }
+  });
   best = blockReduce(best, shared, Max());
   float sum = 0.0f;
+  forEachItem<V, Items>(kept, [&](int i, int64_t j) {
 #pragma unroll
-  for (int i = 0; i < Items; ++i)
-    if (itemStart<V>(i) < kept)
-#pragma unroll
-      for (int c = 0; c < V; ++c) {
-        v[i][c] = itemStart<V>(i) + c < kept ? expf(v[i][c] - best) : 0.0f;
-        sum += v[i][c];
-      }
+    for (int c = 0; c < V; ++c) {
+      v[i][c] = j + c < kept ? expf(v[i][c] - best) : 0.0f;
+      sum += v[i][c];
+    }
+  });
   float inverse = 1.0f / blockReduce(sum, shared, Sum());
-#pragma unroll
-  for (int i = 0; i < Items; ++i) {
-    int64_t j = itemStart<V>(i);
-    if (j >= width)
-      continue;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
 #pragma unroll
     for (int c = 0; c < V; ++c)
       v[i][c] = j < kept ? v[i][c] * inverse : 0.0f;
     storePack<V>(y + j, v[i]);
-  }
+  });
 }
 
 /// A running max and sum of exp(x - max) (online softmax): cross-entropy
@@ -425,6 +421,35 @@ __global__ void scaledSoftmaxGradKernel(const T *y, const T *dy, const T *scale,
   }
 }
 
+/// scaledSoftmaxGradKernel for a row the block holds in registers
+/// (launchOnePass): y and dy are read once, not twice.
+template <typename T, int V, int Items>
+__global__ void scaledSoftmaxGradOnePassKernel(const T *y, const T *dy, const T *scale,
+                                               bool causal, T *dx, int64_t width) {
+  __shared__ double sums[kRowThreads / 32];
+  int64_t row = blockIdx.x, offset = row * width;
+  int64_t kept = causal ? row % width + 1 : width;
+  float p[Items][V], g[Items][V];
+  double dot = 0.0;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+    loadPack<V>(y + offset + j, p[i]);
+    loadPack<V>(dy + offset + j, g[i]);
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+      dot += static_cast<double>(g[i][c]) * p[i][c];
+  });
+  dot = blockReduce(dot, sums, Sum());
+  float s = scale ? static_cast<float>(*scale) : 1.0f;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      float v = static_cast<float>(p[i][c] * (g[i][c] - dot));
+      p[i][c] = j + c < kept ? (scale ? v * s : v) : 0.0f;
+    }
+    storePack<V>(dx + offset + j, p[i]);
+  });
+}
+
 /// Mean and 1 / sqrt(variance + eps) of row `x` of `width`, on every thread.
 template <typename T>
 __device__ void rowMoments(const T *x, int64_t width, float eps, double *shared, double &mean,
@@ -619,6 +644,10 @@ void softmaxGrad(const T *y, const T *dy, T *dx, const Shape &shape, int64_t axi
   linesOf(shape, axis, lines, width, inner);
   if (lines == 0)
     return;
+  if (inner == 1) { // over the last axis (or before only 1s): one pass
+    scaledSoftmaxGrad(y, dy, static_cast<const T *>(nullptr), false, dx, Shape{lines, width});
+    return;
+  }
   softmaxGradKernel<<<lines, kRowThreads, 0, stream()>>>(y, dy, dx, width, inner);
   launched("softmax gradient");
 }
@@ -644,7 +673,13 @@ void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
     return;
-  scaledSoftmaxGradKernel<<<rows, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, width);
+  bool onePass =
+      launchOnePass(width, packable<T>(width, {y, dy, dx}), [&](auto v, auto items) {
+        scaledSoftmaxGradOnePassKernel<T, decltype(v)::value, decltype(items)::value>
+            <<<rows, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, width);
+      });
+  if (!onePass)
+    scaledSoftmaxGradKernel<<<rows, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, width);
   launched("softmax gradient");
 }
 

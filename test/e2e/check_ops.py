@@ -321,16 +321,18 @@ def scaled_causal_softmax(rng):
     return {"x": x, "s": s}, body, y, RTOL
 
 
-def scaled_causal_softmax_grad(rng):
+def scaled_causal_softmax_grad(seq):
     """d/dx sum(softmax(causal_mask(x * s)) * dy), from the softmax p."""
-    x, dy = uni(rng, (2, 5, 5), -3.0, 3.0), uni(rng, (2, 5, 5))
-    s = np.array(-1.3, dtype=np.float32)
-    p = softmax(causal_mask_ref(f64(x) * float(s)), 2).astype(np.float32)
-    y = num_grad(lambda v: np.sum(softmax(causal_mask_ref(v * float(s)), 2) * f64(dy)), x)
-    body = [f"%0 = graph.softmax_grad %p, %dy axis = 2 : {sig([p, dy], p)}",
-            f"%1 = graph.causal_mask_grad %0 : {T(p)}",
-            f"%r = graph.mul %s, %1 : {sig([s, p], p)}"]
-    return {"p": p, "dy": dy, "s": s}, body, y, RTOL_FD
+    def make(rng):
+        x, dy = uni(rng, (2, seq, seq), -3.0, 3.0), uni(rng, (2, seq, seq))
+        s = np.array(-1.3, dtype=np.float32)
+        p = softmax(causal_mask_ref(f64(x) * float(s)), 2).astype(np.float32)
+        y = num_grad(lambda v: np.sum(softmax(causal_mask_ref(v * float(s)), 2) * f64(dy)), x)
+        body = [f"%0 = graph.softmax_grad %p, %dy axis = 2 : {sig([p, dy], p)}",
+                f"%1 = graph.causal_mask_grad %0 : {T(p)}",
+                f"%r = graph.mul %s, %1 : {sig([s, p], p)}"]
+        return {"p": p, "dy": dy, "s": s}, body, y, RTOL_FD
+    return make
 
 
 def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False):
@@ -535,16 +537,21 @@ CASES = [
     ("log_softmax axis -1 (2)", softmax_like("log_softmax", 2)),
     ("log_softmax axis 1", softmax_like("log_softmax", 1)),
     # Rows of these widths take each path of the CUDA row kernels
-    # (runtime/cuda/Rows.cu): one pass with 1 to 8 loads per thread, 1 or 4
-    # floats a load, or the looping kernel past 8.
+    # (runtime/cuda/Rows.cu), 128 threads a row: one pass, each thread
+    # loading 1 to 8 times 4 floats (width a multiple of 4: 300, 1100, 4096)
+    # or 1 float (1021), or the looping kernel past 8 loads (4100, 1030).
     ("softmax axis 1 before a size-1 axis", softmax_like("softmax", 1, (4, 8, 1))),
     ("softmax rows of 300", softmax_like("softmax", 1, (3, 300))),
+    ("softmax rows of 1021", softmax_like("softmax", 1, (2, 1021))),
+    ("softmax rows of 1030", softmax_like("softmax", 1, (2, 1030))),
     ("softmax rows of 1100", softmax_like("softmax", 1, (2, 1100))),
     ("softmax rows of 4096", softmax_like("softmax", 1, (2, 4096))),
     ("softmax rows of 4100", softmax_like("softmax", 1, (2, 4100))),
     ("log_softmax rows of 1100", softmax_like("log_softmax", 1, (2, 1100))),
     ("layer_norm", layer_norm((2, 3), 8)),
     ("layer_norm rows of 300", layer_norm((3,), 300)),
+    ("layer_norm rows of 1021", layer_norm((2,), 1021)),
+    ("layer_norm rows of 1030", layer_norm((2,), 1030)),
     ("layer_norm rows of 1100", layer_norm((2,), 1100)),
     ("layer_norm rows of 4096", layer_norm((2,), 4096)),
     ("layer_norm rows of 4100", layer_norm((2,), 4100)),
@@ -564,6 +571,9 @@ CASES = [
     ("gelu_grad", pointwise_grad("gelu_grad", gelu, lambda rng, sh: uni(rng, sh, -4.0, 4.0))),
     ("softmax_grad axis 1", softmax_grad(1)),
     ("softmax_grad axis -1 (2)", softmax_grad(2)),
+    ("softmax_grad rows of 300", softmax_grad(1, (2, 300))),
+    ("softmax_grad rows of 1021", softmax_grad(1, (2, 1021))),
+    ("softmax_grad rows of 4100", softmax_grad(1, (2, 4100))),
     ("layer_norm_grad (input, scale, bias)", layer_norm_grad),
     ("causal_mask_grad", causal_mask_grad),
     ("cross_entropy_grad", cross_entropy_grad()),
@@ -577,7 +587,8 @@ CASES = [
     ("broadcast [] -> [2,3]", one_input("broadcast", (), "",
                                         lambda x: np.broadcast_to(x, (2, 3)))),
     ("fused: scaled causal softmax", scaled_causal_softmax),
-    ("fused: scaled causal softmax gradient", scaled_causal_softmax_grad),
+    ("fused: scaled causal softmax gradient", scaled_causal_softmax_grad(5)),
+    ("fused: scaled causal softmax gradient, rows of 8", scaled_causal_softmax_grad(8)),
     ("fused: linear + bias + gelu", linear((2, 3), 8, 16, gelu_after=True)),
     ("fused: linear, bias first, transpose_rhs", linear((6,), 8, 5, bias_first=True,
                                                          transposed=True)),
