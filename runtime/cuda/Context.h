@@ -28,8 +28,8 @@ struct Context {
   /// SBPRT_CUDA_EPILOGUES=0: linear layers as a GEMM, then their bias and
   /// GELU kernels, never cuBLASLt's fused epilogues.
   bool epilogues = true;
-  /// SBPRT_CUDA_ONE_PASS=0: the row kernels (softmax and its gradient,
-  /// layer norm) always loop over their rows, never hold a row in registers.
+  /// SBPRT_CUDA_ONE_PASS=0: the row kernels (softmax, layer norm and their
+  /// gradients) always loop over their rows, never hold a row in registers.
   bool onePassRows = true;
   /// Kernel workspace outside the arena (per-row statistics, per-chunk
   /// column sums, staged ids), grown on demand and kept: a few bytes per

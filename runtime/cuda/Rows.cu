@@ -505,6 +505,60 @@ __global__ void layerNormGradRowsKernel(const T *x, const T *scale, const T *dy,
   }
 }
 
+/// layerNormGradRowsKernel for a row the block holds in registers
+/// (launchOnePass): x, dy and the scale are read once, where the looping
+/// kernel reads x four times and dy and the scale twice. The same sums in
+/// double, in another order.
+template <typename T, int V, int Items>
+__global__ void layerNormGradRowsOnePassKernel(const T *x, const T *scale, const T *dy, T *dx,
+                                               double *moments, int64_t width, float eps) {
+  __shared__ double shared[kRowThreads / 32];
+  int64_t offset = blockIdx.x * width;
+  float xs[Items][V];
+  double g[Items][V]; // dy * scale, exact in double
+  double sum = 0.0;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+    float d[V], s[V];
+    loadPack<V>(x + offset + j, xs[i]);
+    loadPack<V>(dy + offset + j, d);
+    loadPack<V>(scale + j, s);
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      sum += xs[i][c];
+      g[i][c] = static_cast<double>(d[c]) * s[c];
+    }
+  });
+  double mean = blockReduce(sum, shared, Sum()) / width, var = 0.0;
+  forEachItem<V, Items>(width, [&](int i, int64_t) {
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+      var += (xs[i][c] - mean) * (xs[i][c] - mean);
+  });
+  double rstd = 1.0 / sqrt(blockReduce(var, shared, Sum()) / width + eps);
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+  double meanG = 0.0, meanGX = 0.0;
+  forEachItem<V, Items>(width, [&](int i, int64_t) {
+#pragma unroll
+    for (int c = 0; c < V; ++c) {
+      meanG += g[i][c];
+      meanGX += g[i][c] * ((xs[i][c] - mean) * rstd);
+    }
+  });
+  meanG = blockReduce(meanG, shared, Sum()) / width;
+  meanGX = blockReduce(meanGX, shared, Sum()) / width;
+  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+    float out[V];
+#pragma unroll
+    for (int c = 0; c < V; ++c)
+      out[c] = static_cast<float>(rstd * (g[i][c] - meanG - (xs[i][c] - mean) * rstd * meanGX));
+    storePack<V>(dx + offset + j, out);
+  });
+  if (threadIdx.x == 0) {
+    moments[2 * blockIdx.x] = mean;
+    moments[2 * blockIdx.x + 1] = rstd;
+  }
+}
+
 /// dscale and dbias are column sums over every row. Stage 1: block (t, c)
 /// sums columns 32t .. 32t + 31 over row chunk c, kColumnLanes rows at a
 /// time, into partial[c]; stage 2 sums the chunks in order. A fixed
@@ -716,8 +770,14 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
   auto *moments =
       static_cast<double *>(workspace((2 * rows + 2 * chunks * width) * sizeof(double)));
   double *partial = moments + 2 * rows;
-  layerNormGradRowsKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments, width,
-                                                              eps);
+  bool onePass =
+      launchOnePass(width, packable<T>(width, {x, scale, dy, dx}), [&](auto v, auto items) {
+        layerNormGradRowsOnePassKernel<T, decltype(v)::value, decltype(items)::value>
+            <<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments, width, eps);
+      });
+  if (!onePass)
+    layerNormGradRowsKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments,
+                                                                width, eps);
   launched("layer norm gradient");
   dim3 tiles(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(chunks));
   layerNormGradPartialsKernel<<<tiles, dim3(32, kColumnLanes), 0, stream()>>>(

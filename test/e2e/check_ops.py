@@ -388,20 +388,22 @@ def softmax_grad(axis, shape=(2, 4, 3)):
     return make
 
 
-def layer_norm_grad(rng):
+def layer_norm_grad(lead, width):
     """d/d(x|scale|bias) sum(layer_norm(x, scale, bias) * dy)."""
-    x, g, b = uni(rng, (2, 3, 6), -3.0, 3.0), uni(rng, (6,)), uni(rng, (6,))
-    dy = uni(rng, (2, 3, 6))
-    x64, g64, b64, dy64 = f64(x), f64(g), f64(b), f64(dy)
-    eps = 1e-5
-    want = {
-        "out0": num_grad(lambda v: np.sum(layer_norm_ref(v, g64, b64, eps) * dy64), x),
-        "out1": num_grad(lambda v: np.sum(layer_norm_ref(x64, v, b64, eps) * dy64), g),
-        "out2": num_grad(lambda v: np.sum(layer_norm_ref(x64, g64, v, eps) * dy64), b),
-    }
-    body = [f"%out0, %out1, %out2 = graph.layer_norm_grad %x, %g, %dy eps = {fattr(eps)} : "
-            f"{sig([x, g, dy], *want.values())}"]
-    return {"x": x, "g": g, "dy": dy}, body, want, RTOL_FD
+    def make(rng):
+        x = uni(rng, (*lead, width), -3.0, 3.0)
+        g, b, dy = uni(rng, (width,)), uni(rng, (width,)), uni(rng, (*lead, width))
+        x64, g64, b64, dy64 = f64(x), f64(g), f64(b), f64(dy)
+        eps = 1e-5
+        want = {
+            "out0": num_grad(lambda v: np.sum(layer_norm_ref(v, g64, b64, eps) * dy64), x),
+            "out1": num_grad(lambda v: np.sum(layer_norm_ref(x64, v, b64, eps) * dy64), g),
+            "out2": num_grad(lambda v: np.sum(layer_norm_ref(x64, g64, v, eps) * dy64), b),
+        }
+        body = [f"%out0, %out1, %out2 = graph.layer_norm_grad %x, %g, %dy eps = {fattr(eps)} : "
+                f"{sig([x, g, dy], *want.values())}"]
+        return {"x": x, "g": g, "dy": dy}, body, want, RTOL_FD
+    return make
 
 
 def causal_mask_grad(rng):
@@ -573,8 +575,11 @@ CASES = [
     ("softmax_grad axis -1 (2)", softmax_grad(2)),
     ("softmax_grad rows of 300", softmax_grad(1, (2, 300))),
     ("softmax_grad rows of 1021", softmax_grad(1, (2, 1021))),
-    ("softmax_grad rows of 4100", softmax_grad(1, (2, 4100))),
-    ("layer_norm_grad (input, scale, bias)", layer_norm_grad),
+    ("softmax_grad rows of 1030", softmax_grad(1, (2, 1030))),
+    ("layer_norm_grad (input, scale, bias)", layer_norm_grad((2, 3), 6)),
+    ("layer_norm_grad rows of 300", layer_norm_grad((2,), 300)),
+    ("layer_norm_grad rows of 1021", layer_norm_grad((2,), 1021)),
+    ("layer_norm_grad rows of 1030", layer_norm_grad((2,), 1030)),
     ("causal_mask_grad", causal_mask_grad),
     ("cross_entropy_grad", cross_entropy_grad()),
     ("embedding_grad (repeated indices)", embedding_grad()),
