@@ -14,10 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
+
+extern char **environ;
 
 using namespace mlir;
 using sbpc::absolutePath;
@@ -140,7 +143,23 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   int64_t ranks = mesh.numDevices();
   if (!command.quiet)
     llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
-  int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
+  // Each job gets an Open MPI session directory of its own (a short path:
+  // it holds sockets): jobs started at once, as tests in parallel, race to
+  // create the shared one under TMPDIR, and the loser's mpirun cannot start.
+  llvm::SmallString<128> session;
+  std::vector<std::string> environment;
+  if (!std::getenv("OMPI_MCA_orte_tmpdir_base") &&
+      !llvm::sys::fs::createUniqueDirectory("sbpc-mpi", session)) {
+    for (char **variable = environ; *variable; ++variable)
+      environment.emplace_back(*variable);
+    environment.push_back("OMPI_MCA_orte_tmpdir_base=" + session.str().str());
+  }
+  std::vector<llvm::StringRef> env(environment.begin(), environment.end());
+  int code = llvm::sys::ExecuteAndWait(
+      argv[0], argv, environment.empty() ? std::nullopt : std::optional(llvm::ArrayRef(env)),
+      redirects, 0, 0, &error);
+  if (!session.empty())
+    llvm::sys::fs::remove_directories(session);
   if (code != 0)
     return reportError(failureLine(log) + (code < 0 ? " (" + error + ")" : "") +
                        " (the job's output is in " + log + ")");
