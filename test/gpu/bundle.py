@@ -72,6 +72,9 @@ QUICK = [
     ("train_suite.py", ["--model", "mlp", "--cases", "tp@x=2:zero=2:micro-batches=4"]),
 ]
 
+# What the device tool (/work/.library/device) carries to a GPU machine.
+CARRY_MIB = 64
+
 # Open MPI as Debian installs it: where its pieces are, under prefix /usr.
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 MPI_COMPONENTS = LIBDIR + "/openmpi/lib/openmpi3"
@@ -229,7 +232,11 @@ def main():
     if args.tar:
         with tarfile.open(args.tar, "w:gz") as tar:
             tar.add(out, arcname=os.path.basename(out))
-        log(f"wrote {args.tar} ({os.path.getsize(args.tar) / 2**20:.1f} MiB)")
+        mib = os.path.getsize(args.tar) / 2**20
+        log(f"wrote {args.tar} ({mib:.1f} MiB)")
+        if mib > CARRY_MIB:
+            log(f"warning: over the {CARRY_MIB} MiB the device tool carries to a GPU machine; "
+                "--bench small makes it smaller")
     log(f"wrote {out}: run {os.path.join(out, 'run.sh')} [--no-bench] [OUTPUT_DIR] on the GPU "
         "machine")
 

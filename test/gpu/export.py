@@ -25,18 +25,21 @@ import tempfile
 from device_check import run_program
 
 
-def _localize(args, run, inputs_dir):
+def _localize(args, run, inputs_dir, copied):
     """The run's arguments with every file copied into inputs/ and named
-    relative to the case directory."""
+    relative to the case directory; a file an earlier run of the case
+    copied (`copied`: {source: relative path}) is shared."""
     out, i = [], 0
     while i < len(args):
         flag = args[i]
         if flag in ("--params", "--input") and i + 1 < len(args):
             value = args[i + 1]
             name, path = value.split("=", 1) if flag == "--input" else (None, value)
-            local = f"{run}-{os.path.basename(path)}"
-            shutil.copyfile(path, os.path.join(inputs_dir, local))
-            rel = os.path.join("inputs", local)
+            rel = copied.get(os.path.abspath(path))
+            if rel is None:
+                local = f"{run}-{os.path.basename(path)}"
+                shutil.copyfile(path, os.path.join(inputs_dir, local))
+                rel = copied[os.path.abspath(path)] = os.path.join("inputs", local)
             out += [flag, f"{name}={rel}" if name else rel]
             i += 2
         else:
@@ -65,9 +68,9 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
         raise RuntimeError(f"case {name} is already in {bundle}")
     os.makedirs(os.path.join(case, "inputs"))
     shutil.copytree(device_program, os.path.join(case, "prog"), symlinks=True)
-    described = []
+    described, copied = [], {}
     for run, args in runs:
-        local = _localize(args, run, os.path.join(case, "inputs"))
+        local = _localize(args, run, os.path.join(case, "inputs"), copied)
         expected = os.path.join(case, "expected", run)
         with tempfile.TemporaryDirectory() as tmp:
             failure = run_program([os.path.join(cpu_program, "launch.sh"), *local], case, tmp, 300)
@@ -76,7 +79,7 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
             shutil.copytree(os.path.join(tmp, ".shards"), expected)
         described.append({"name": run, "args": local})
     for run, args in failing:
-        local = _localize(args, run, os.path.join(case, "inputs"))
+        local = _localize(args, run, os.path.join(case, "inputs"), copied)
         with tempfile.TemporaryDirectory() as tmp:
             failure = run_program([os.path.join(cpu_program, "launch.sh"), *local], case, tmp, 300)
         message = failure.split(" failed in ", 1)[1] if failure and " failed in " in failure \
