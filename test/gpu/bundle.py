@@ -173,6 +173,25 @@ def make_cases(args, out):
     return sorted(os.listdir(cases))
 
 
+def strip_programs(out):
+    """Strips the symbol tables of the cases' and the benchmark's rank
+    programs (about a tenth of each; their kernels and messages stay): the
+    device tool carries at most CARRY_MIB. Returns how many."""
+    strip = shutil.which("strip")
+    if not strip:
+        return 0
+    programs = [path for pattern in ("cases/*/prog/bin/*", "bench/*/bin/*")
+                for path in glob.glob(os.path.join(out, pattern))
+                if os.path.isfile(path) and not os.path.islink(path)]
+    for path in programs:
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+        if subprocess.run([strip, path], capture_output=True).returncode != 0:
+            sys.exit(f"bundle: strip {path} failed")
+    return len(programs)
+
+
 def cuda_version():
     """The CUDA toolkit's release ("13.0") that nvcc reports, or None."""
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
@@ -218,6 +237,7 @@ def main():
         log("compiling the benchmark: " + " ".join(command[2:]))
         if subprocess.run(command).returncode != 0:
             sys.exit("bundle: the benchmark's programs did not compile")
+    log(f"stripped {strip_programs(out)} programs")
     if args.carry_mpi:
         carry_mpi(out)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
