@@ -136,8 +136,7 @@ std::optional<Cluster> loadCluster(const std::string &nameOrPath, std::string &e
 }
 
 double computeSeconds(const Cluster &cluster, double flops, double bytes, bool bf16) {
-  double rate = bf16 && cluster.bf16Flops > 0 ? cluster.bf16Flops : cluster.flops;
-  return std::max(flops / rate, bytes / cluster.memoryBandwidth);
+  return std::max(flops / cluster.flopsIn(bf16), bytes / cluster.memoryBandwidth);
 }
 
 double collectiveSeconds(const Link &link, int64_t steps, double bytesPerDevice) {

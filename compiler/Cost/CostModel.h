@@ -29,6 +29,9 @@ struct Cluster {
   /// How many devices the cluster has; 0 for as many as a mesh asks.
   int64_t devices = 0;
 
+  /// FLOP/s computing in bf16 or in f32.
+  double flopsIn(bool bf16) const { return bf16 && bf16Flops > 0 ? bf16Flops : flops; }
+
   /// The link mesh axis `axis` uses: axes are laid out innermost (last)
   /// first, filling a node before crossing to the next.
   const Link &linkOf(const sbprt::Mesh &mesh, size_t axis) const;

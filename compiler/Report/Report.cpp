@@ -170,9 +170,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   }
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
-                            {"device_bf16_flops", inputs.cluster.bf16Flops > 0
-                                                      ? inputs.cluster.bf16Flops
-                                                      : inputs.cluster.flops},
+                            {"device_bf16_flops", inputs.cluster.flopsIn(/*bf16=*/true)},
                             {"device_memory_bytes", inputs.cluster.memoryBytes}};
   nlohmann::json report = {
       {"version", 1},

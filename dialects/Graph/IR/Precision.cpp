@@ -23,7 +23,7 @@ OpOperand *gradientOf(Operation *op) {
 } // namespace
 
 bool F32Storage::isF32(Value value) const {
-  if (auto arg = dyn_cast<BlockArgument>(value))
+  if (isa<BlockArgument>(value))
     return arguments.contains(value);
   return ops.contains(value.getDefiningOp());
 }
