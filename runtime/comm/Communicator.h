@@ -91,6 +91,11 @@ public:
   virtual void send(int64_t peer, const void *data, size_t bytes, int tag) = 0;
   virtual void recv(int64_t peer, void *data, size_t bytes, int tag) = 0;
 
+  /// True when `value` is true on every rank of the job; every rank must
+  /// call it. Setup traffic (which collectives to use, say): not counted in
+  /// bytesSent.
+  virtual bool onEveryRank(bool value) = 0;
+
   /// Bytes this rank has sent so far, over all collectives and sends.
   uint64_t bytesSent() const { return bytesSent_; }
 

@@ -153,6 +153,12 @@ public:
     exchange(MPI_COMM_WORLD, tag, MPI_PROC_NULL, nullptr, 0, static_cast<int>(peer), data, bytes);
   }
 
+  bool onEveryRank(bool value) override {
+    int mine = value ? 1 : 0, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return all != 0;
+  }
+
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);

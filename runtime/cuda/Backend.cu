@@ -198,7 +198,16 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   if (!ok(cudaMalloc(&c.ltWorkspace, kLtWorkspaceBytes), "allocating the cuBLASLt workspace",
           error))
     return nullptr;
-  bool nccl = choice.empty() ? mpi->size() > 1 && localSize <= devices : choice == "nccl";
+  // Every rank must choose alike: one that joins NCCL waits for its whole
+  // group. Nodes can differ (GPUs, ranks per node, the environment), so the
+  // ranks agree, and use NCCL only where every rank would.
+  bool wantNccl = choice.empty() ? mpi->size() > 1 && localSize <= devices : choice == "nccl";
+  bool nccl = mpi->onEveryRank(wantNccl);
+  if (wantNccl && !nccl && choice == "nccl") {
+    error = "SBPRT_COMM=nccl here, but other ranks cannot use NCCL (a node with more ranks "
+            "than GPUs, or SBPRT_COMM=mpi there)";
+    return nullptr;
+  }
   if (nccl)
     return createNcclCommunicator(std::move(mpi), c.stream, error);
   return createStagedCommunicator(std::move(mpi), c.stream, error);

@@ -197,6 +197,8 @@ public:
     check(cudaStreamSynchronize(stream_), "recv");
   }
 
+  bool onEveryRank(bool value) override { return mpi_->onEveryRank(value); }
+
   [[noreturn]] void abort(int code) override {
     mpi_->abort(code);
     std::_Exit(code); // not reached
@@ -275,6 +277,8 @@ public:
     mpi_->recv(peer, in_.data(), bytes, tag);
     toDevice(data, in_.data(), bytes);
   }
+  bool onEveryRank(bool value) override { return mpi_->onEveryRank(value); }
+
   [[noreturn]] void abort(int code) override {
     mpi_->abort(code);
     std::_Exit(code); // not reached
