@@ -128,6 +128,12 @@ std::vector<std::string> clusterPresets() {
   return names;
 }
 
+std::string defaultCluster(const std::string &target, int64_t devices) {
+  if (target != "cuda")
+    return "cpu";
+  return devices <= 8 ? "dgx-h100x8" : "dgx-h100-cluster";
+}
+
 std::optional<Cluster> loadCluster(const std::string &nameOrPath, std::string &error) {
   for (const Cluster &c : presets())
     if (c.name == nameOrPath)

@@ -40,6 +40,11 @@ struct Cluster {
 /// Names of the built-in presets.
 std::vector<std::string> clusterPresets();
 
+/// The preset a plan is costed on when no cluster is named: the CUDA
+/// target's are H100s (one DGX node while the mesh fits in one, else the
+/// cluster of them); any other plan's the CPU.
+std::string defaultCluster(const std::string &target, int64_t devices);
+
 /// A preset by name, or a cluster read from a JSON file; nullopt with a
 /// one-line `error` naming the field or the preset list otherwise.
 std::optional<Cluster> loadCluster(const std::string &nameOrPath, std::string &error);

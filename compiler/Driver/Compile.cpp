@@ -63,11 +63,14 @@ LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::r
 
 } // namespace
 
-LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) {
+LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   std::string error;
-  std::optional<sbprt::Mesh> mesh = parseMesh(command.mesh, error);
+  std::optional<sbprt::Mesh> mesh = parseMesh(given.mesh, error);
   if (!mesh)
     return reportError(error);
+  CompileCommand command = given;
+  if (command.cluster.empty())
+    command.cluster = defaultCluster(command.target, mesh->numDevices());
   std::optional<Cluster> cluster = loadCluster(command.cluster, error);
   if (!cluster)
     return reportError("--cluster: " + error);

@@ -13,7 +13,7 @@ struct CompileCommand {
   std::string mesh;                 // "dp=2,tp=4"
   std::string strategy = "auto";    // see strategyNames()
   std::vector<std::string> layouts; // "NAME=[S(0), B]" seeds that override the strategy
-  std::string cluster = "cpu";      // preset or JSON file
+  std::string cluster;              // preset or JSON file; "": defaultCluster(target)
   std::string outputDir;
   bool reportOnly = false;          // --emit report: only report.json
   bool ignoreMemory = false;        // auto: do not reject plans over device memory

@@ -138,8 +138,11 @@ static cl::list<std::string>
     compileLayouts("layout", cl::desc("Seed a parameter or input: NAME=[S(0), B] (repeatable)"),
                    cl::value_desc("name=layout"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
-    compileCluster("cluster", cl::desc("Cost model: cpu, dgx-h100x8, dgx-h100-cluster or a JSON file (default cpu)"),
-                   cl::init("cpu"), cl::sub(compileCommand), cl::cat(compileCategory));
+    compileCluster("cluster",
+                   cl::desc("Cost model: cpu, dgx-h100x8, dgx-h100-cluster or a JSON file "
+                            "(default: cpu; with --target cuda, dgx-h100x8 for up to 8 devices, "
+                            "else dgx-h100-cluster)"),
+                   cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string> compileEmit("emit",
                                         cl::desc("What to write: all (default) or report (report.json only)"),
                                         cl::init("all"), cl::sub(compileCommand), cl::cat(compileCategory));
