@@ -312,8 +312,17 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
         if (!dense)
           return o.emitOpError() << "the " << sbpc::targetName(target)
                                  << " target supports dense constants only";
-        std::string name = "constant" + std::to_string(constants++);
         bool isFloat = dense.getElementType().isF32();
+        // A splat (autodiff's zero gradients, say) is a fill: written out,
+        // a 50257 x 768 one would be millions of literals for the compiler.
+        if (dense.isSplat()) {
+          std::string value = isFloat ? floatLiteral(dense.getSplatValue<float>())
+                                      : std::to_string(dense.getSplatValue<int64_t>());
+          line(llvm::formatv("kernels::fill<{0}>({1}, {2}, {3});", elementType(o.getResult()),
+                             ref(o.getResult()), dense.getNumElements(), value));
+          return success();
+        }
+        std::string name = "constant" + std::to_string(constants++);
         statics << "static const " << (isFloat ? "float " : "int64_t ") << name << "[] = {";
         int64_t n = 0;
         if (isFloat)

@@ -7,6 +7,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/cpu/Kernels.h"
 
+#include <algorithm>
 #include <string>
 
 namespace sbprt::cpu {
@@ -16,6 +17,9 @@ namespace sbprt::cpu {
 void copy(void *dst, const void *src, size_t bytes);
 /// Bytes from the program's own (host) data into the arena: constants.
 void upload(void *dst, const void *src, size_t bytes);
+
+/// A splat constant: `n` elements set to `value` (f32 or int64).
+template <typename T> void fill(T *dst, int64_t n, T value) { std::fill_n(dst, n, value); }
 
 /// graph.adamw_update with the 1-based step read from the arena.
 void adamwUpdateOp(const float *param, const float *grad, const float *m, const float *v,

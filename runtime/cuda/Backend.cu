@@ -17,16 +17,20 @@ int envInt(std::initializer_list<const char *> names, int fallback) {
   return fallback;
 }
 
-template <typename T> __global__ void fillKernel(T *dst, int64_t n, T value) {
-  SBPRT_FOR_EACH(i, n) dst[i] = value;
-}
-
 /// Runs `status` and sets `error` to "CUDA error in WHAT: ..." when it failed.
 bool ok(cudaError_t status, const char *what, std::string &error) {
   if (status == cudaSuccess)
     return true;
   error = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(status);
   return false;
+}
+
+/// `ok` for work queued on the stream; under SBPRT_CUDA_SYNC also waits
+/// for it, so that a fault is reported by the call that queued it.
+bool queued(cudaError_t status, const char *what, std::string &error) {
+  if (!ok(status, what, error))
+    return false;
+  return !context().syncEachOp || ok(cudaStreamSynchronize(context().stream), what, error);
 }
 
 } // namespace
@@ -61,11 +65,14 @@ cudaError_t copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitc
     return cudaSuccess;
   if (rows == 1 || (dstPitch == width && srcPitch == width))
     return cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToDevice, c.stream);
+  static cudaError_t pitchStatus = cudaSuccess;
   static int maxPitch = [] {
     int pitch = 0;
-    cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, context().device);
+    pitchStatus = cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, context().device);
     return pitch;
   }();
+  if (pitchStatus != cudaSuccess)
+    return pitchStatus;
   if (dstPitch <= static_cast<size_t>(maxPitch) && srcPitch <= static_cast<size_t>(maxPitch))
     return cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, rows, cudaMemcpyDeviceToDevice,
                              c.stream);
@@ -241,20 +248,15 @@ bool Backend::download(void *dst, const void *src, size_t bytes, std::string &er
 
 bool Backend::copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
                        size_t width, size_t rows, std::string &error) {
-  return ok(cuda::copyRows(dst, dstPitch, src, srcPitch, width, rows), "copying rows", error);
+  return queued(cuda::copyRows(dst, dstPitch, src, srcPitch, width, rows), "copying rows",
+                error);
 }
 
 bool Backend::fill(void *dst, int64_t n, float value, size_t elementBytes,
                    std::string &error) {
-  if (n == 0)
-    return true;
   if (elementBytes == sizeof(bf16))
-    fillKernel<<<blocksFor(n), kThreads, 0, context().stream>>>(static_cast<bf16 *>(dst), n,
-                                                                 bf16(value));
-  else
-    fillKernel<<<blocksFor(n), kThreads, 0, context().stream>>>(static_cast<float *>(dst), n,
-                                                                 value);
-  return ok(cudaGetLastError(), "filling", error);
+    return queued(fillAsync(static_cast<bf16 *>(dst), n, bf16(value)), "filling", error);
+  return queued(fillAsync(static_cast<float *>(dst), n, value), "filling", error);
 }
 
 bool Backend::synchronize(std::string &error) {

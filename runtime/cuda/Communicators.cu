@@ -18,6 +18,10 @@ using cuda::check;
 void check(ncclResult_t status, const char *what) {
   if (status != ncclSuccess)
     rank::failActive(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(status));
+  // SBPRT_CUDA_SYNC: a collective that fails on the device is reported as
+  // itself, like a kernel (cuda::launched).
+  if (context().syncEachOp)
+    cuda::check(cudaStreamSynchronize(context().stream), what);
 }
 
 using comm::outerOf;

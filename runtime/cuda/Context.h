@@ -61,6 +61,9 @@ void launched(const char *what);
 /// by row beyond the device's largest pitch.
 cudaError_t copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t width,
                      size_t rows);
+/// `n` elements of `dst` set to `value` on the rank's stream (f32, bf16
+/// or int64): the launch's status.
+template <typename T> cudaError_t fillAsync(T *dst, int64_t n, T value);
 /// At least `bytes` of workspace on the device.
 void *workspace(size_t bytes);
 /// The bytes of cuBLASLt workspace, allocated with the handle.

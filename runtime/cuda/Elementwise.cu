@@ -10,6 +10,10 @@
 namespace sbprt::cuda {
 namespace {
 
+template <typename T> __global__ void fillKernel(T *dst, int64_t n, T value) {
+  SBPRT_FOR_EACH(i, n) dst[i] = value;
+}
+
 template <typename T>
 __global__ void unaryKernel(UnaryKind kind, const T *in, T *out, int64_t n) {
   SBPRT_FOR_EACH(i, n) out[i] = elementwise::unary(kind, in[i]);
@@ -100,8 +104,22 @@ void stridedCopy(const void *in, void *out, size_t elementBytes, int64_t n, cons
 } // namespace
 
 void copy(void *dst, const void *src, size_t bytes) {
-  if (dst != src && bytes)
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy");
+  if (dst == src || !bytes)
+    return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy");
+  launched("copy");
+}
+
+template <typename T> cudaError_t fillAsync(T *dst, int64_t n, T value) {
+  if (n == 0)
+    return cudaSuccess;
+  fillKernel<<<blocksFor(n), kThreads, 0, stream()>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+template <typename T> void fill(T *dst, int64_t n, T value) {
+  check(fillAsync(dst, n, value), "fill");
+  launched("fill");
 }
 
 void upload(void *dst, const void *src, size_t bytes) {
@@ -280,5 +298,9 @@ SBPRT_CUDA_ELEMENTWISE(float)
 SBPRT_CUDA_ELEMENTWISE(bf16)
 template void convert(const float *, bf16 *, int64_t);
 template void convert(const bf16 *, float *, int64_t);
+template cudaError_t fillAsync(float *, int64_t, float);
+template cudaError_t fillAsync(bf16 *, int64_t, bf16);
+template void fill(float *, int64_t, float);
+template void fill(int64_t *, int64_t, int64_t);
 
 } // namespace sbprt::cuda

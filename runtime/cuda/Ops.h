@@ -30,6 +30,8 @@ using cpu::UnaryKind;
 void copy(void *dst, const void *src, size_t bytes);
 /// From host memory (the program's constants) into the arena.
 void upload(void *dst, const void *src, size_t bytes);
+/// A splat constant: `n` elements set to `value` (f32 or int64).
+template <typename T> void fill(T *dst, int64_t n, T value);
 /// exec.convert: f32 <-> bf16.
 template <typename From, typename To> void convert(const From *in, To *out, int64_t n);
 

@@ -258,6 +258,21 @@ def constant_ids(rng):
     return {"t": table}, body, y, RTOL
 
 
+def constant_splats(rng):
+    """Splat constants (one value for every element), f32 and i64: the
+    compiled programs fill them rather than spelling out every element."""
+    c = np.full((4, 5), rng.uniform(0.5, 2.0), np.float32)
+    x, table = uni(rng, (4, 5)), uni(rng, (6, 5))
+    ids = np.full((4,), rng.integers(0, 6), np.int64)
+    y = f64(c) * f64(x) + f64(table)[ids]
+    body = [f"%c = graph.constant dense<{c.flat[0].item()!r}> : {T(c)}",
+            f"%i = graph.constant dense<{ids[0].item()}> : {T(ids)}",
+            f"%m = graph.mul %c, %x : {sig([c, x], c)}",
+            f"%e = graph.embedding %t, %i : {sig([table, ids], c)}",
+            f"%r = graph.add %m, %e : {sig([c, c], c)}"]
+    return {"x": x, "t": table}, body, y, RTOL
+
+
 def layer_norm(lead, width):
     def make(rng):
         x = uni(rng, (*lead, width), -3.0, 3.0)
@@ -502,6 +517,7 @@ def adamw_update(lr, beta1, beta2, eps, weight_decay, step):
 CASES = [
     ("constant f32 + input", constant),
     ("constant i64 ids -> embedding", constant_ids),
+    ("splat constants f32 and i64", constant_splats),
     ("neg", unary("neg", np.negative)),
     ("exp", unary("exp", np.exp)),
     ("log", unary("log", np.log, 0.05, 5.0)),
