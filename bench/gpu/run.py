@@ -42,16 +42,20 @@ measures them where the GPU is (no sbpc needed). With neither, both here.
 
 usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium]
               [--gemm-models M,..|none] [--precision f32,bf16] [--batch 8]
-              [--seq 1024] [--repeat 10] [--workdir DIR]
+              [--seq 1024] [--repeat 10] [--timeout 300] [--workdir DIR]
        run.py --sbpc S --prepare DIR [--models ...] [--gemm-models ...] [--precision ...]
               [--batch B] [--seq S] [--target cuda|cpu]
-       run.py --programs DIR --out OUT [--repeat 10] [--workdir DIR]
+       run.py --programs DIR --out OUT [--repeat 10] [--timeout 300] [--workdir DIR]
+
+Exits non-zero when an sbpc program failed or ran past --timeout (the
+tables still say what was measured).
 """
 import argparse
 import datetime
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -70,15 +74,24 @@ PEAKS = {"f32": {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5},
          "bf16": {"H100 PCIe": 756.5, "H100": 989.4, "H200": 989.4, "A100": 312.0}}
 
 
-def run(cmd, **kw):
-    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if done.returncode != 0:
-        lines = [line for line in (done.stdout + done.stderr).splitlines()
-                 if line.strip(" -")] or ["?"]
+def run(cmd, timeout=None):
+    """`cmd`'s stdout; RuntimeError with its last words when it fails, or
+    when it runs past `timeout` seconds (then its whole session is killed:
+    mpirun's ranks with it)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"{os.path.basename(cmd[0])}: did not finish in {timeout} s")
+    if proc.returncode != 0:
+        lines = [line for line in (out + err).splitlines() if line.strip(" -")] or ["?"]
         # A rank's own report (not MPI's banner after it) says what went wrong.
         ranks = [line for line in lines if line.startswith("rank ") and " failed in " in line]
         raise RuntimeError(os.path.basename(cmd[0]) + ": " + (ranks or lines)[-1])
-    return done.stdout
+    return out
 
 
 def gpu_name():
@@ -211,9 +224,12 @@ def sbpc_time(args, program, params, inputs):
     """Median compute seconds of a run after the first, from the rank's own timing."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-res")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
+    # The ranks' watchdog stops a hung run; the session kill, one that
+    # never reaches it.
     run([os.path.join(program, "launch.sh"), "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
-         "--repeat", str(args.repeat), "--output-dir", res])
+         "--repeat", str(args.repeat), "--timeout", str(args.timeout), "--output-dir", res],
+        timeout=args.timeout + 60)
     repeats = json.load(open(os.path.join(res, ".shards", "rank0.json")))["repeats"]
     shutil.rmtree(res, ignore_errors=True)
     times = [r["compute_seconds"] for r in repeats[1:]] or [repeats[0]["compute_seconds"]]
@@ -452,6 +468,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="seconds one sbpc program's runs may take (default 300)")
     ap.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
                     help="with --prepare: what to compile for (cpu: to try the script)")
     ap.add_argument("--cuda-arch", default="sm_90")
@@ -506,6 +524,10 @@ def main():
     print(text)
     if not keep_work:
         shutil.rmtree(args.workdir, ignore_errors=True)
+    failed = [r for r in records if "error" in r]
+    if failed:
+        sys.exit(f"bench/gpu: {len(failed)} of {len(records)} sbpc programs failed "
+                 f"(bench.md says why); first: {failed[0]['error']}")
 
 
 if __name__ == "__main__":

@@ -6,17 +6,22 @@
 # packages'), Python with numpy, and MPI (the bundle's own when it carries
 # one); PyTorch for the benchmark's PyTorch columns.
 #
-#   run.sh [--no-check] [--no-bench] [--bench-args "..."] [OUTPUT_DIR]
+#   run.sh [--no-check] [--no-bench] [--check-args "..."] [--bench-args "..."] [OUTPUT_DIR]
 #
+# --check-args passes more options to device_check.py (--filter NAME to
+# check some cases, --timeout SECONDS per run); --bench-args to run.py
+# (--models small, --repeat N, --timeout SECONDS per program).
 # OUTPUT_DIR (default: results/ beside this script) receives check.json,
-# check.log, bench.json, bench.md and env.txt.
+# check.log, bench.json, bench.md and env.txt (and failed/, the outputs of
+# failing cases).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-check=1 bench=1 bench_args="" out=""
+check=1 bench=1 check_args="" bench_args="" out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-check) check=0 ;;
     --no-bench) bench=0 ;;
+    --check-args) check_args=${2:?run.sh: --check-args needs a value}; shift ;;
     --bench-args) bench_args=${2:?run.sh: --bench-args needs a value}; shift ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) out=$1 ;;
@@ -92,8 +97,10 @@ fi
 status=0
 if [ $check = 1 ]; then
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  # shellcheck disable=SC2086 # the options are words
   "$python" "$here/device_check.py" --cases "$here/cases" --json "$out/check.json" \
-    --keep "$out/failed" ${sanitizer:+--sanitizer "$sanitizer"} 2>&1 | tee "$out/check.log"
+    --keep "$out/failed" ${sanitizer:+--sanitizer "$sanitizer"} $check_args 2>&1 |
+    tee "$out/check.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ $bench = 1 ] && [ -d "$here/bench" ]; then
