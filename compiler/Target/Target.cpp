@@ -150,11 +150,38 @@ std::string launchScript(const std::vector<std::string> &binaries, sbpc::TargetK
   return text + "\n";
 }
 
+/// Why the runtime's kernels would not load on a GPU of `arch` (sm_NN), or
+/// "": machine code runs on GPUs of its major version and a later minor
+/// one, PTX on any later GPU (compiled as it loads).
+std::string runtimeArchProblem(llvm::StringRef arch) {
+  unsigned gpu = 0;
+  if (!*kCudaArchitectures || !arch.consume_front("sm_") || arch.getAsInteger(10, gpu))
+    return ""; // no CUDA target (said elsewhere), or not a number (sbpc checks)
+  llvm::SmallVector<llvm::StringRef> built;
+  llvm::StringRef(kCudaArchitectures).split(built, ';', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef entry : built) {
+    auto [number, kind] = entry.split('-');
+    unsigned code = 0;
+    if (number.getAsInteger(10, code))
+      return ""; // all, all-major, native: CMake chose; trust it
+    bool machineCode = kind != "virtual", ptx = kind != "real";
+    if ((ptx && code <= gpu) || (machineCode && code / 10 == gpu / 10 && code <= gpu))
+      return "";
+  }
+  return "the CUDA runtime was built for " + std::string(kCudaArchitectures) +
+         " (SBPC_CUDA_ARCHITECTURES), so its kernels would not load on an sm_" +
+         std::to_string(gpu) + " GPU: rebuild it with cmake -DSBPC_CUDA_ARCHITECTURES=\"" +
+         std::to_string(gpu) + ";" + kCudaArchitectures + "\"";
+}
+
 } // namespace
 
 LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                 const TargetOptions &options, const std::string &outputDir,
                                 nlohmann::json &report) {
+  if (options.kind == TargetKind::Cuda)
+    if (std::string problem = runtimeArchProblem(options.cudaArch); !problem.empty())
+      return reportError("--cuda-arch " + options.cudaArch + ": " + problem);
   PassManager pm(module.getContext());
   sbp::SbpSpmdizeOptions spmdize;
   spmdize.cluster = cluster;
