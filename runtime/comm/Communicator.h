@@ -91,10 +91,10 @@ public:
   virtual void send(int64_t peer, const void *data, size_t bytes, int tag) = 0;
   virtual void recv(int64_t peer, void *data, size_t bytes, int tag) = 0;
 
-  /// True when `value` is true on every rank of the job; every rank must
-  /// call it. Setup traffic (which collectives to use, say): not counted in
+  /// What every rank of the job passed, in rank order; every rank must
+  /// call it. Setup traffic (which GPU each rank has, say): not counted in
   /// bytesSent.
-  virtual bool onEveryRank(bool value) = 0;
+  virtual std::vector<std::string> fromEveryRank(const std::string &mine) = 0;
 
   /// Bytes this rank has sent so far, over all collectives and sends.
   uint64_t bytesSent() const { return bytesSent_; }

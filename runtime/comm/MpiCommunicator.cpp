@@ -153,10 +153,22 @@ public:
     exchange(MPI_COMM_WORLD, tag, MPI_PROC_NULL, nullptr, 0, static_cast<int>(peer), data, bytes);
   }
 
-  bool onEveryRank(bool value) override {
-    int mine = value ? 1 : 0, all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    return all != 0;
+  std::vector<std::string> fromEveryRank(const std::string &mine) override {
+    int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(size_), starts(size_);
+    MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int64_t r = 0; r < size_; ++r) {
+      starts[r] = total;
+      total += lengths[r];
+    }
+    std::string all(total, '\0');
+    MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), starts.data(),
+                   MPI_CHAR, MPI_COMM_WORLD);
+    std::vector<std::string> each;
+    for (int64_t r = 0; r < size_; ++r)
+      each.push_back(all.substr(starts[r], lengths[r]));
+    return each;
   }
 
   [[noreturn]] void abort(int code) override {

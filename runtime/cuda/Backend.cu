@@ -1,8 +1,11 @@
 // The rank's GPU: device choice, stream, cuBLAS handle, device arena and
 // error checks.
 #include "runtime/cuda/Backend.h"
+#include "runtime/comm/GpuChoice.h"
 #include "runtime/cuda/Communicators.h"
 #include "runtime/cuda/Context.h"
+
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -182,8 +185,6 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   // mpirun's local rank: the rank's index among those on its node.
   int local = envInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"},
                      static_cast<int>(mpi->rank()));
-  int localSize = envInt({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"},
-                         static_cast<int>(mpi->size()));
   c.device = local % devices;
   c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
   c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
@@ -205,14 +206,27 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   if (!ok(cudaMalloc(&c.ltWorkspace, kLtWorkspaceBytes), "allocating the cuBLASLt workspace",
           error))
     return nullptr;
-  // Every rank must choose alike: one that joins NCCL waits for its whole
-  // group. Nodes can differ (GPUs, ranks per node, the environment), so the
-  // ranks agree, and use NCCL only where every rank would.
-  bool wantNccl = choice.empty() ? mpi->size() > 1 && localSize <= devices : choice == "nccl";
-  bool nccl = mpi->onEveryRank(wantNccl);
-  if (wantNccl && !nccl && choice == "nccl") {
-    error = "SBPRT_COMM=nccl here, but other ranks cannot use NCCL (a node with more ranks "
-            "than GPUs, or SBPRT_COMM=mpi there)";
+  // The job's choice of collectives, from what every rank has and wants
+  // (comm/GpuChoice.h): ranks that share a GPU, however they were given
+  // theirs (more ranks than GPUs, CUDA_VISIBLE_DEVICES), cannot use NCCL.
+  comm::GpuRank me;
+  me.wantsNccl = choice.empty() ? mpi->size() > 1 : choice == "nccl";
+  cudaDeviceProp properties{};
+  if (!ok(cudaGetDeviceProperties(&properties, c.device), "reading the GPU's properties", error))
+    return nullptr;
+  static const char hex[] = "0123456789abcdef";
+  for (unsigned char byte : properties.uuid.bytes)
+    me.gpu += {hex[byte >> 4], hex[byte & 15]};
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  me.host = host;
+  std::vector<comm::GpuRank> ranks;
+  for (const std::string &said : mpi->fromEveryRank(me.encode()))
+    ranks.push_back(comm::GpuRank::decode(said));
+  std::string conflict;
+  bool nccl = comm::chooseNccl(ranks, conflict);
+  if (choice == "nccl" && !nccl) {
+    error = "SBPRT_COMM=nccl here, but " + conflict;
     return nullptr;
   }
   if (nccl)

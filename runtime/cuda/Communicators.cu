@@ -201,7 +201,9 @@ public:
     check(cudaStreamSynchronize(stream_), "recv");
   }
 
-  bool onEveryRank(bool value) override { return mpi_->onEveryRank(value); }
+  std::vector<std::string> fromEveryRank(const std::string &mine) override {
+    return mpi_->fromEveryRank(mine);
+  }
 
   [[noreturn]] void abort(int code) override {
     mpi_->abort(code);
@@ -281,7 +283,9 @@ public:
     mpi_->recv(peer, in_.data(), bytes, tag);
     toDevice(data, in_.data(), bytes);
   }
-  bool onEveryRank(bool value) override { return mpi_->onEveryRank(value); }
+  std::vector<std::string> fromEveryRank(const std::string &mine) override {
+    return mpi_->fromEveryRank(mine);
+  }
 
   [[noreturn]] void abort(int code) override {
     mpi_->abort(code);

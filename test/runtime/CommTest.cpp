@@ -1,7 +1,7 @@
 // Checks the MPI communicator against the simulated mesh (runtime/sim): every
 // collective on every axis of the mesh named on the command line, on fresh
 // random data, with the bytes each rank sends and the scratch it may touch,
-// and the ranks' agreement (onEveryRank).
+// and what every rank says of itself at startup (fromEveryRank).
 // Run under mpirun with one rank per device (test/runtime/mpi-collectives.test):
 //   sbprt-comm-test MESH [SEED]      MESH like 4, 2,2 or 2,2,2
 #include "runtime/Layout.h"
@@ -180,20 +180,22 @@ public:
     ++checks_;
   }
 
-  /// onEveryRank: true when all ranks say true, false when any one says
-  /// false (each rank in turn), and sends nothing the plan would count.
-  void checkAgreement() {
-    int64_t rank = comm_.rank(), size = comm_.size();
+  /// fromEveryRank: every rank's own text (of a different length each,
+  /// one empty), in rank order, on every rank; sending nothing the plan
+  /// would count.
+  void checkFromEveryRank() {
+    auto textOf = [](int64_t r) { return std::string(r * 3, static_cast<char>('a' + r % 26)); };
     uint64_t sentBefore = comm_.bytesSent();
-    if (!comm_.onEveryRank(true))
-      failWith("onEveryRank", "false although every rank said true");
-    for (int64_t dissenter = 0; dissenter < size; ++dissenter)
-      if (comm_.onEveryRank(rank != dissenter))
-        failWith("onEveryRank", "true although rank " + std::to_string(dissenter) +
-                                    " said false");
+    std::vector<std::string> all = comm_.fromEveryRank(textOf(comm_.rank()));
+    if (static_cast<int64_t>(all.size()) != comm_.size())
+      failWith("fromEveryRank", std::to_string(all.size()) + " texts for " +
+                                    std::to_string(comm_.size()) + " ranks");
+    for (int64_t r = 0; r < comm_.size(); ++r)
+      if (all[r] != textOf(r))
+        failWith("fromEveryRank", "rank " + std::to_string(r) + "'s text is '" + all[r] + "'");
     if (comm_.bytesSent() != sentBefore)
-      failWith("onEveryRank", "counted " + std::to_string(comm_.bytesSent() - sentBefore) +
-                                  " bytes sent");
+      failWith("fromEveryRank", "counted " + std::to_string(comm_.bytesSent() - sentBefore) +
+                                    " bytes sent");
     ++checks_;
   }
 
@@ -346,7 +348,7 @@ int main(int argc, char **argv) {
 
   CommChecker checker(*comm, seed);
   checker.checkPointToPoint();
-  checker.checkAgreement();
+  checker.checkFromEveryRank();
   for (size_t axis = 0; axis < mesh.shape.size(); ++axis)
     for (const std::vector<int64_t> &shape : std::vector<std::vector<int64_t>>{
              {}, {1}, {5}, {7, 3}, {24}, {12, 24}, {24, 12, 8}, {6, 8, 12}})
