@@ -134,16 +134,6 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     std::exit(1);
   }
   rank_ = comm_->rank();
-  comm_ = backend_->attach(std::move(comm_), error);
-  if (!comm_) {
-    std::string line = "rank " + std::to_string(rank_) + " failed in startup: " + error + "\n";
-    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
-    // Not MPI_Finalize, which would wait for ranks that may be waiting for
-    // this one (in NCCL's setup): a rank that exits without finalizing
-    // makes mpirun stop every other rank.
-    std::_Exit(1);
-  }
   std::snprintf(crashPrefix, sizeof crashPrefix, "rank %lld failed in ",
                 static_cast<long long>(rank_));
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
@@ -195,6 +185,19 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
   if (timeout_ > 0) {
     lastProgressNs_ = nowNs();
     watchdog_ = std::thread([this] { watch(); });
+  }
+  // The backend joins the job's GPUs (NCCL's setup waits for every rank of
+  // a group): under the watchdog, as a rank that never comes would hang it.
+  op("startup");
+  comm_ = backend_->attach(std::move(comm_), error);
+  if (!comm_) {
+    std::string line = "rank " + std::to_string(rank_) + " failed in startup: " + error + "\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    // Not MPI_Finalize, which would wait for ranks that may be waiting for
+    // this one (in NCCL's setup): a rank that exits without finalizing
+    // makes mpirun stop every other rank.
+    std::_Exit(1);
   }
   op("allocating the arena");
   if (memoryLimit_ && info.arenaBytes > memoryLimit_)
@@ -445,11 +448,14 @@ int Rank::finish() {
   file.close();
   if (!file)
     fail(path + ": cannot write");
+  // Leaving the job (NCCL's teardown, MPI's finalize) stays under the
+  // watchdog too.
+  op("leaving the job");
+  comm_.reset();
+  comm::finalizeMpi();
   finished_ = true;
   if (watchdog_.joinable())
     watchdog_.join();
-  comm_.reset();
-  comm::finalizeMpi();
   return 0;
 }
 
