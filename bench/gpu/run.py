@@ -55,7 +55,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -68,6 +67,9 @@ MODELS = {"tiny": dict(layers=2, hidden=64, heads=4),  # to try the script, not 
 VOCAB = 50257
 PRECISIONS = ("f32", "bf16")
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # device_check: beside this script in a GPU bundle
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "gpu"))
+from device_check import stop  # noqa: E402
 # Dense peaks, TFLOP/s: f32 without tensor cores; bf16 on tensor cores,
 # without sparsity.
 PEAKS = {"f32": {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5},
@@ -76,15 +78,14 @@ PEAKS = {"f32": {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5},
 
 def run(cmd, timeout=None):
     """`cmd`'s stdout; RuntimeError with its last words when it fails, or
-    when it runs past `timeout` seconds (then its whole session is killed:
-    mpirun's ranks with it)."""
+    when it runs past `timeout` seconds (then it is stopped, and mpirun
+    stops its ranks)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            errors="replace", start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        stop(proc)
         raise RuntimeError(f"{os.path.basename(cmd[0])}: did not finish in {timeout} s")
     if proc.returncode != 0:
         lines = [line for line in (out + err).splitlines() if line.strip(" -")] or ["?"]
@@ -224,8 +225,8 @@ def sbpc_time(args, program, params, inputs):
     """Median compute seconds of a run after the first, from the rank's own timing."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-res")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
-    # The ranks' watchdog stops a hung run; the session kill, one that
-    # never reaches it.
+    # The ranks' watchdog stops a hung run; stop(), one that never gets
+    # to it.
     run([os.path.join(program, "launch.sh"), "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
          "--repeat", str(args.repeat), "--timeout", str(args.timeout), "--output-dir", res],

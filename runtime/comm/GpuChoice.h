@@ -31,17 +31,17 @@ struct GpuRank {
 };
 
 /// NCCL when every rank wants it and no two ranks share a GPU (NCCL refuses
-/// that); MPI otherwise, with `conflict` saying why when some rank wanted
+/// that; a GPU is its UUID, whatever node names its host has); MPI otherwise, with `conflict` saying why when some rank wanted
 /// NCCL.
 inline bool chooseNccl(const std::vector<GpuRank> &ranks, std::string &conflict) {
   bool anyWants = false;
   conflict.clear();
-  std::set<std::pair<std::string, std::string>> gpus;
+  std::set<std::string> gpus; // UUIDs: unique across machines
   for (size_t r = 0; r < ranks.size(); ++r) {
     anyWants |= ranks[r].wantsNccl;
     if (conflict.empty() && !ranks[r].wantsNccl)
       conflict = "rank " + std::to_string(r) + " does not (SBPRT_COMM=mpi)";
-    if (!gpus.insert({ranks[r].host, ranks[r].gpu}).second)
+    if (!gpus.insert(ranks[r].gpu).second)
       conflict = "rank " + std::to_string(r) + " shares GPU " + ranks[r].gpu + " on " +
                  ranks[r].host + " with another rank, and NCCL needs a GPU for each";
   }

@@ -16,8 +16,9 @@ public:
 
   /// Picks the GPU (the rank's local index modulo the GPUs it sees), makes
   /// the stream and the cuBLAS handle, and chooses the communicator:
-  /// SBPRT_COMM=nccl|mpi forces one; by default NCCL when the ranks on this
-  /// node have a GPU each, MPI through host buffers when they must share.
+  /// SBPRT_COMM=nccl|mpi forces one; by default NCCL when no two ranks of
+  /// the job share a GPU, MPI through host buffers when some do (all ranks
+  /// decide alike: comm/GpuChoice.h).
   std::unique_ptr<comm::Communicator> attach(std::unique_ptr<comm::Communicator> mpi,
                                              std::string &error) override;
   void *allocate(uint64_t bytes, std::string &error) override;

@@ -18,11 +18,23 @@ using cuda::check;
 void check(ncclResult_t status, const char *what) {
   if (status != ncclSuccess)
     rank::failActive(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(status));
-  // SBPRT_CUDA_SYNC: a collective that fails on the device is reported as
-  // itself, like a kernel (cuda::launched).
-  if (context().syncEachOp)
-    cuda::check(cudaStreamSynchronize(context().stream), what);
 }
+
+/// Declared first in a collective: when it returns (all of it queued, any
+/// NCCL group ended), with SBPRT_CUDA_SYNC, waits for it, so that one
+/// failing on the device is reported as itself, like a kernel
+/// (cuda::launched).
+class Queued {
+public:
+  explicit Queued(const char *what) : what_(what) {}
+  ~Queued() {
+    if (context().syncEachOp)
+      cuda::check(cudaStreamSynchronize(context().stream), what_);
+  }
+
+private:
+  const char *what_;
+};
 
 using comm::outerOf;
 
@@ -94,6 +106,7 @@ public:
   int64_t size() const override { return mpi_->size(); }
 
   void allReduce(size_t axis, void *data, const Local &in, Reduce op, void *) override {
+    Queued done("all-reduce");
     if (!count(Kind::AllReduce, axis, in))
       return;
     check(ncclAllReduce(data, data, in.elements(), ncclType(in), ncclOp(op), comms_[axis],
@@ -103,6 +116,7 @@ public:
 
   void allGather(size_t axis, const void *in, const Local &inShape, int64_t dim, void *out,
                  void *scratch) override {
+    Queued done("all-gather");
     int64_t p = mesh_.shape[axis], outer = outerOf(inShape.shape, dim);
     if (!count(Kind::AllGather, axis, inShape)) {
       check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
@@ -119,6 +133,7 @@ public:
 
   void reduceScatter(size_t axis, const void *in, const Local &inShape, int64_t dim, Reduce op,
                      void *out, void *scratch) override {
+    Queued done("reduce-scatter");
     int64_t p = mesh_.shape[axis], outer = outerOf(inShape.shape, dim);
     if (!count(Kind::ReduceScatter, axis, inShape)) {
       check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
@@ -138,6 +153,7 @@ public:
 
   void allToAll(size_t axis, const void *in, const Local &inShape, int64_t splitDim,
                 int64_t concatDim, void *out, void *scratch) override {
+    Queued done("all-to-all");
     int64_t p = mesh_.shape[axis];
     if (!count(Kind::AllToAll, axis, inShape)) {
       check(cudaMemcpyAsync(out, in, inShape.bytes(), cudaMemcpyDeviceToDevice, stream_),
@@ -179,6 +195,7 @@ public:
   }
 
   void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *) override {
+    Queued done("broadcast");
     if (!count(Kind::Broadcast, axis, in, root))
       return;
     check(ncclBroadcast(data, data, in.bytes(), ncclUint8, static_cast<int>(root), comms_[axis],

@@ -51,7 +51,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
-from export import export_case  # noqa: E402
+from export import DEVICE_FLAGS, export_case  # noqa: E402
 
 RTOL = 1e-5
 RTOL_MATMUL = 1e-4
@@ -785,8 +785,8 @@ def run_compiled(args, sbpc, drawn):
                           "rounding shows, was it computed in f32?"))
     if args.bundle and all(ok for _, ok, _ in found):
         device = prog + "-" + args.bundle_target
-        proc = subprocess.run([sbpc, "compile", path, *flags, "--target", args.bundle_target,
-                               "-o", device], capture_output=True, text=True)
+        proc = subprocess.run([sbpc, "compile", path, *flags, *DEVICE_FLAGS, "--target",
+                               args.bundle_target, "-o", device], capture_output=True, text=True)
         if proc.returncode != 0:
             return found + [("bundle", False, f"compile --target {args.bundle_target}: "
                              f"{last_error(proc)}")]

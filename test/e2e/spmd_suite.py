@@ -44,7 +44,7 @@ sys.path.insert(0, HERE)
 from npy_tools import (random_gpt_params, relative_errors, tolerance_problem,  # noqa: E402
                        write_safetensors)
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
-from export import export_case  # noqa: E402
+from export import DEVICE_FLAGS, export_case  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=8, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
@@ -138,7 +138,7 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
         device = out + "-" + args.bundle_target
         shutil.rmtree(device, ignore_errors=True)
         compiled = sbpc(args, "compile", os.path.join(work, "model.mlir"), *compile_flags,
-                        "--target", args.bundle_target, "-o", device)
+                        *DEVICE_FLAGS, "--target", args.bundle_target, "-o", device)
         if compiled.returncode != 0:
             return "FAIL", "compile --target " + args.bundle_target + ": " + compiled.stderr.strip()
         try:

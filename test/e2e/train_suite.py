@@ -37,7 +37,7 @@ sys.path.insert(0, HERE)
 from npy_tools import read_safetensors, relative_errors, tolerance_problem  # noqa: E402
 from models import fresh_workdir, generate, sbpc  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
-from export import export_case  # noqa: E402
+from export import DEVICE_FLAGS, export_case  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=4, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
@@ -55,7 +55,7 @@ def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
     one and two steps (the CPU program's, so that the optimizer moments are
     not zero) is each run's --params."""
     device = cpu_program + "-" + args.bundle_target
-    compile_step(args, path, mesh, strategy, extra, args.bundle_target, device)
+    compile_step(args, path, mesh, strategy, [*extra, *DEVICE_FLAGS], args.bundle_target, device)
     runs = []
     for steps in (1, 2):
         state = cpu_program + f"-after{steps}"

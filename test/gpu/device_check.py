@@ -19,8 +19,8 @@ memcheck, racecheck and initcheck when --sanitizer names it. Where the
 sanitizer itself cannot run (a GPU it does not support), that is said once
 and in the summary, and no case is sanitized.
 
-Every run is bounded: its ranks' watchdog gets --timeout, and past a minute
-more the run's whole process group is killed.
+Every run is bounded: its ranks' watchdog gets --timeout, and a minute past
+it mpirun is stopped, and with it its ranks.
 
 Prints one line per case and a summary, writes --json, exits non-zero if
 any case failed.
@@ -56,22 +56,31 @@ def last_line(text):
     return lines[-1] if lines else "no output"
 
 
+def stop(proc):
+    """Ends `proc`, started in a session of its own, and what it started:
+    SIGTERM first, which mpirun passes to its ranks (Open MPI puts each in
+    a process group of its own), then SIGKILL to its process group."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return proc.communicate()
+        try:
+            return proc.communicate(timeout=wait)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def run_bounded(command, timeout, **kw):
-    """subprocess.run's (returncode, output) for `command` in a session of
-    its own; past `timeout` seconds the whole session is killed (mpirun's
-    ranks, or a tool's program, with it) and returncode is None."""
+    """(returncode, output) of `command`, in a session of its own; past
+    `timeout` seconds it is stopped (stop()) and returncode is None."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
+                            errors="replace", start_new_session=True, **kw)
     try:
         output, _ = proc.communicate(timeout=timeout)
         return proc.returncode, output
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        output, _ = proc.communicate()
-        return None, output
+        return None, stop(proc)[0]
 
 
 def run_program(command, cwd, output_dir, timeout):
@@ -141,10 +150,10 @@ def compare_run(expected_dir, actual_dir, rtol, norm_rtol=None):
     return problems, worst
 
 
-# compute-sanitizer's own failure, as on a machine whose GPU it does not
-# support (gVisor): not a finding about the program.
-SANITIZER_UNUSABLE = re.compile(r"Device not supported|Target application terminated before"
-                                r"|Unable to (?:find|load|connect)|not supported on this")
+# compute-sanitizer's own failure (its "=========" lines), as on a machine
+# whose GPU it does not support (gVisor): not a finding about the program.
+SANITIZER_UNUSABLE = re.compile(r"^=+ .*(?:Device not supported|not supported on this"
+                                r"|Unable to (?:find|load|connect))")
 
 
 def sanitize(case_dir, run, sanitizer, tool, work, timeout):

@@ -19,10 +19,22 @@ failed on it, and the device program must fail with the same message.
 """
 import json
 import os
+import re
 import shutil
 import tempfile
 
 from device_check import run_program
+
+# What a suite adds to its CPU program's `sbpc compile` flags for the device
+# program: the CPU's cost model (a --target cuda plan is costed on H100s by
+# default), so that both are the same plan.
+DEVICE_FLAGS = ["--cluster", "cpu"]
+
+
+def _plan(program):
+    """A program's exec.mlir without the search's timings."""
+    text = open(os.path.join(program, "exec.mlir")).read()
+    return re.sub(r"(\w*seconds) = [-+.0-9eE]+(?: : f64)?", r"\1 = ?", text).splitlines()
 
 
 def _localize(args, run, inputs_dir, copied):
@@ -63,6 +75,13 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
     reference, they are within 2t of each other)."""
     if bf16:
         rtol, norm_rtol = 2 * rtol, (2 * norm_rtol if norm_rtol is not None else None)
+    cpu_plan, device_plan = _plan(cpu_program), _plan(device_program)
+    if cpu_plan != device_plan:
+        line = next((i for i, (a, b) in enumerate(zip(cpu_plan, device_plan)) if a != b),
+                    min(len(cpu_plan), len(device_plan)))
+        raise RuntimeError(f"case {name}: the device program is not the CPU program's plan "
+                           f"(exec.mlir differs from line {line + 1}; compile both with the same "
+                           "flags and cluster)")
     case = os.path.join(bundle, name)
     if os.path.exists(case):  # two suites' cases by one name: one would be lost
         raise RuntimeError(f"case {name} is already in {bundle}")

@@ -27,10 +27,18 @@ TEST(GpuChoice, EncodingKeepsEveryField) {
 
 TEST(GpuChoice, NcclWhenEveryRankHasItsOwnGpu) {
   std::string why;
-  // One GPU each, on two nodes; the same GPU id on different nodes is two GPUs.
-  EXPECT_TRUE(chooseNccl({rank("a", "g0"), rank("a", "g1"), rank("b", "g0"), rank("b", "g1")},
+  // One GPU each, on two nodes.
+  EXPECT_TRUE(chooseNccl({rank("a", "g0"), rank("a", "g1"), rank("b", "g2"), rank("b", "g3")},
                          why));
   EXPECT_EQ(why, "");
+}
+
+TEST(GpuChoice, AGpuIsItsUuidWhateverTheHostName) {
+  std::string why;
+  // Two containers on one machine, each with its own host name, given the
+  // same GPU.
+  EXPECT_FALSE(chooseNccl({rank("box-1", "g0"), rank("box-2", "g0")}, why));
+  EXPECT_EQ(why, "rank 1 shares GPU g0 on box-2 with another rank, and NCCL needs a GPU for each");
 }
 
 TEST(GpuChoice, MpiWhenTwoRanksShareAGpu) {
