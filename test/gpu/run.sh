@@ -104,7 +104,12 @@ if [ $check = 1 ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ $bench = 1 ] && [ -d "$here/bench" ]; then
+  # Its parameter files (GiBs for GPT-2 medium's training state) go to a
+  # temporary folder, not OUTPUT_DIR, even when the run is cut short.
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-bench.XXXXXX") || exit 1
+  trap 'rm -rf "$work"' EXIT
   # shellcheck disable=SC2086 # the options are words
-  "$python" "$here/run.py" --programs "$here/bench" --out "$out" $bench_args || status=1
+  "$python" "$here/run.py" --programs "$here/bench" --out "$out" --workdir "$work" $bench_args ||
+    status=1
 fi
 exit $status
