@@ -1,9 +1,10 @@
 // Kernels over rows and lines: reductions, softmax, layer norm,
 // cross-entropy, embeddings. One block per row (line), threads striding
-// along it, block reductions in a fixed order. The forward softmax, layer
-// norm and cross-entropy (and cross-entropy's gradient) read each row once
-// (one-pass kernels, vectorized loads, f32 sums); the others sum in double
-// where the CPU kernels do.
+// along it, block reductions in a fixed order. Softmax, layer norm, their
+// gradients and cross-entropy read each row once where it fits in
+// registers (one-pass kernels, vectorized loads); the forward ones sum in
+// f32, the gradients (and the looping kernels) in double where the CPU
+// kernels do.
 #include "runtime/cuda/Context.h"
 #include "runtime/cuda/Ops.h"
 
@@ -83,8 +84,9 @@ __global__ void reduceOutputsKernel(ReduceKind kind, const T *in, T *out, Stride
 // One-pass row kernels. A row of up to kRowThreads * V * Items elements
 // lives in registers: it is read once, V consecutive elements per load
 // (16-byte loads of f32, 8-byte of bf16, where the row's width and
-// addresses allow), and written once. Sums are f32, in the block's fixed
-// order. Wider rows take the kernels above.
+// addresses allow), and written once. The forward kernels sum in f32, the
+// gradients in double, in the block's fixed order. Wider rows take the
+// looping kernels below.
 //===----------------------------------------------------------------------===//
 
 template <typename T, int V> struct alignas(V * sizeof(T)) Pack {
@@ -443,8 +445,9 @@ __global__ void scaledSoftmaxGradOnePassKernel(const T *y, const T *dy, const T 
   forEachItem<V, Items>(width, [&](int i, int64_t j) {
 #pragma unroll
     for (int c = 0; c < V; ++c) {
-      float v = static_cast<float>(p[i][c] * (g[i][c] - dot));
-      p[i][c] = j + c < kept ? (scale ? v * s : v) : 0.0f;
+      // Masked to 0, then scaled, as the CPU does (a negative scale's -0).
+      float v = j + c < kept ? static_cast<float>(p[i][c] * (g[i][c] - dot)) : 0.0f;
+      p[i][c] = scale ? v * s : v;
     }
     storePack<V>(dx + offset + j, p[i]);
   });

@@ -556,10 +556,12 @@ CASES = [
     ("log_softmax axis 1", softmax_like("log_softmax", 1)),
     # Rows of these widths take each path of the CUDA row kernels
     # (runtime/cuda/Rows.cu), 128 threads a row: one pass, each thread
-    # loading 1 to 8 times 4 floats (width a multiple of 4: 300, 1100, 4096)
-    # or 1 float (1021), or the looping kernel past 8 loads (4100, 1030).
+    # loading 1, 2, 4 or 8 times 4 floats (width a multiple of 4: 300, 768,
+    # 1100, 4096) or 8 times 1 float (1021), or the looping kernel past 8
+    # loads (4100, 1030); the gradients alike.
     ("softmax axis 1 before a size-1 axis", softmax_like("softmax", 1, (4, 8, 1))),
     ("softmax rows of 300", softmax_like("softmax", 1, (3, 300))),
+    ("softmax rows of 768", softmax_like("softmax", 1, (2, 768))),
     ("softmax rows of 1021", softmax_like("softmax", 1, (2, 1021))),
     ("softmax rows of 1030", softmax_like("softmax", 1, (2, 1030))),
     ("softmax rows of 1100", softmax_like("softmax", 1, (2, 1100))),
@@ -568,6 +570,7 @@ CASES = [
     ("log_softmax rows of 1100", softmax_like("log_softmax", 1, (2, 1100))),
     ("layer_norm", layer_norm((2, 3), 8)),
     ("layer_norm rows of 300", layer_norm((3,), 300)),
+    ("layer_norm rows of 768", layer_norm((2,), 768)),
     ("layer_norm rows of 1021", layer_norm((2,), 1021)),
     ("layer_norm rows of 1030", layer_norm((2,), 1030)),
     ("layer_norm rows of 1100", layer_norm((2,), 1100)),
@@ -592,10 +595,18 @@ CASES = [
     ("softmax_grad rows of 300", softmax_grad(1, (2, 300))),
     ("softmax_grad rows of 1021", softmax_grad(1, (2, 1021))),
     ("softmax_grad rows of 1030", softmax_grad(1, (2, 1030))),
+    ("softmax_grad rows of 768", softmax_grad(1, (2, 768))),
+    ("softmax_grad rows of 1100", softmax_grad(1, (2, 1100))),
+    ("softmax_grad rows of 4096", softmax_grad(1, (2, 4096))),
+    ("softmax_grad rows of 4100", softmax_grad(1, (2, 4100))),
     ("layer_norm_grad (input, scale, bias)", layer_norm_grad((2, 3), 6)),
     ("layer_norm_grad rows of 300", layer_norm_grad((2,), 300)),
     ("layer_norm_grad rows of 1021", layer_norm_grad((2,), 1021)),
     ("layer_norm_grad rows of 1030", layer_norm_grad((2,), 1030)),
+    ("layer_norm_grad rows of 768", layer_norm_grad((2,), 768)),
+    ("layer_norm_grad rows of 1100", layer_norm_grad((2,), 1100)),
+    ("layer_norm_grad rows of 4096", layer_norm_grad((2,), 4096)),
+    ("layer_norm_grad rows of 4100", layer_norm_grad((2,), 4100)),
     ("causal_mask_grad", causal_mask_grad),
     ("cross_entropy_grad", cross_entropy_grad()),
     ("embedding_grad (repeated indices)", embedding_grad()),
