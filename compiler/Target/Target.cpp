@@ -155,6 +155,8 @@ std::string launchScript(const std::vector<std::string> &binaries, sbpc::TargetK
 /// one, PTX on any later GPU (compiled as it loads).
 std::string runtimeArchProblem(llvm::StringRef arch) {
   unsigned gpu = 0;
+  if (arch.ends_with("a") || arch.ends_with("f")) // sm_90a: an sm_90 GPU
+    arch = arch.drop_back();
   if (!*kCudaArchitectures || !arch.consume_front("sm_") || arch.getAsInteger(10, gpu))
     return ""; // no CUDA target (said elsewhere), or not a number (sbpc checks)
   llvm::SmallVector<llvm::StringRef> built;

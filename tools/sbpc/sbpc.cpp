@@ -154,8 +154,9 @@ static cl::opt<std::string>
                   cl::value_desc("cpu|cuda"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileCudaArch("cuda-arch",
-                    cl::desc("--target cuda: the GPU architecture nvcc builds for (default sm_90; "
-                             "the runtime is built for SBPC_CUDA_ARCHITECTURES)"),
+                    cl::desc("--target cuda: the GPU architecture nvcc builds for, as sm_90 (the "
+                             "default) or sm_90a; the runtime is built for "
+                             "SBPC_CUDA_ARCHITECTURES"),
                     cl::init("sm_90"), cl::value_desc("sm_NN"), cl::sub(compileCommand),
                     cl::cat(compileCategory));
 static cl::opt<std::string>
@@ -212,10 +213,14 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
     return sbpc::reportError("--emit must be all or report, got '" + compileEmit + "'");
   if (!compileTarget.empty() && compileTarget != "cpu" && compileTarget != "cuda")
     return sbpc::reportError("--target must be cpu or cuda, got '" + compileTarget + "'");
+  // sm_NN, or sm_NNa / sm_NNf (nvcc's architecture- and family-specific
+  // variants, as sm_90a).
   llvm::StringRef arch = compileCudaArch.getValue();
-  if (!arch.consume_front("sm_") || arch.empty() ||
-      arch.find_first_not_of("0123456789") != llvm::StringRef::npos)
-    return sbpc::reportError("--cuda-arch must be sm_ and a number, as sm_90, got '" +
+  bool archOk = arch.consume_front("sm_");
+  if (arch.ends_with("a") || arch.ends_with("f"))
+    arch = arch.drop_back();
+  if (!archOk || arch.empty() || arch.find_first_not_of("0123456789") != llvm::StringRef::npos)
+    return sbpc::reportError("--cuda-arch must be sm_ and a number, as sm_90 or sm_90a, got '" +
                              compileCudaArch + "'");
   if (compileCudaArch.getNumOccurrences() && compileTarget != "cuda")
     return sbpc::reportError("--cuda-arch applies to --target cuda");
