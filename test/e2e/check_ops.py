@@ -514,6 +514,13 @@ def adamw_update(lr, beta1, beta2, eps, weight_decay, step):
     return make
 
 
+# Rows of these widths take each path of the CUDA row kernels
+# (runtime/cuda/Rows.cu), 128 threads a row, forward and gradients: one
+# pass, each thread loading 1, 2, 4 or 8 times 4 floats (width a multiple
+# of 4: 300, 768, 1100, 4096) or 8 times 1 float (1021), or the looping
+# kernel past 8 loads (1030, 4100).
+ROW_WIDTHS = (300, 768, 1021, 1030, 1100, 4096, 4100)
+
 CASES = [
     ("constant f32 + input", constant),
     ("constant i64 ids -> embedding", constant_ids),
@@ -554,28 +561,12 @@ CASES = [
     ("softmax axis 1", softmax_like("softmax", 1)),
     ("log_softmax axis -1 (2)", softmax_like("log_softmax", 2)),
     ("log_softmax axis 1", softmax_like("log_softmax", 1)),
-    # Rows of these widths take each path of the CUDA row kernels
-    # (runtime/cuda/Rows.cu), 128 threads a row: one pass, each thread
-    # loading 1, 2, 4 or 8 times 4 floats (width a multiple of 4: 300, 768,
-    # 1100, 4096) or 8 times 1 float (1021), or the looping kernel past 8
-    # loads (4100, 1030); the gradients alike.
+    # Rows of ROW_WIDTHS: each path of the CUDA row kernels.
     ("softmax axis 1 before a size-1 axis", softmax_like("softmax", 1, (4, 8, 1))),
-    ("softmax rows of 300", softmax_like("softmax", 1, (3, 300))),
-    ("softmax rows of 768", softmax_like("softmax", 1, (2, 768))),
-    ("softmax rows of 1021", softmax_like("softmax", 1, (2, 1021))),
-    ("softmax rows of 1030", softmax_like("softmax", 1, (2, 1030))),
-    ("softmax rows of 1100", softmax_like("softmax", 1, (2, 1100))),
-    ("softmax rows of 4096", softmax_like("softmax", 1, (2, 4096))),
-    ("softmax rows of 4100", softmax_like("softmax", 1, (2, 4100))),
+    *[(f"softmax rows of {w}", softmax_like("softmax", 1, (2, w))) for w in ROW_WIDTHS],
     ("log_softmax rows of 1100", softmax_like("log_softmax", 1, (2, 1100))),
     ("layer_norm", layer_norm((2, 3), 8)),
-    ("layer_norm rows of 300", layer_norm((3,), 300)),
-    ("layer_norm rows of 768", layer_norm((2,), 768)),
-    ("layer_norm rows of 1021", layer_norm((2,), 1021)),
-    ("layer_norm rows of 1030", layer_norm((2,), 1030)),
-    ("layer_norm rows of 1100", layer_norm((2,), 1100)),
-    ("layer_norm rows of 4096", layer_norm((2,), 4096)),
-    ("layer_norm rows of 4100", layer_norm((2,), 4100)),
+    *[(f"layer_norm rows of {w}", layer_norm((2,), w)) for w in ROW_WIDTHS],
     ("transpose rank 4", one_input("transpose", (2, 3, 4, 5), " perm [2, 0, 3, 1]",
                                    lambda x: np.transpose(x, (2, 0, 3, 1)))),
     ("reshape", one_input("reshape", (2, 3, 4), "", lambda x: x.reshape(4, 6))),
@@ -592,21 +583,9 @@ CASES = [
     ("gelu_grad", pointwise_grad("gelu_grad", gelu, lambda rng, sh: uni(rng, sh, -4.0, 4.0))),
     ("softmax_grad axis 1", softmax_grad(1)),
     ("softmax_grad axis -1 (2)", softmax_grad(2)),
-    ("softmax_grad rows of 300", softmax_grad(1, (2, 300))),
-    ("softmax_grad rows of 1021", softmax_grad(1, (2, 1021))),
-    ("softmax_grad rows of 1030", softmax_grad(1, (2, 1030))),
-    ("softmax_grad rows of 768", softmax_grad(1, (2, 768))),
-    ("softmax_grad rows of 1100", softmax_grad(1, (2, 1100))),
-    ("softmax_grad rows of 4096", softmax_grad(1, (2, 4096))),
-    ("softmax_grad rows of 4100", softmax_grad(1, (2, 4100))),
+    *[(f"softmax_grad rows of {w}", softmax_grad(1, (2, w))) for w in ROW_WIDTHS],
     ("layer_norm_grad (input, scale, bias)", layer_norm_grad((2, 3), 6)),
-    ("layer_norm_grad rows of 300", layer_norm_grad((2,), 300)),
-    ("layer_norm_grad rows of 1021", layer_norm_grad((2,), 1021)),
-    ("layer_norm_grad rows of 1030", layer_norm_grad((2,), 1030)),
-    ("layer_norm_grad rows of 768", layer_norm_grad((2,), 768)),
-    ("layer_norm_grad rows of 1100", layer_norm_grad((2,), 1100)),
-    ("layer_norm_grad rows of 4096", layer_norm_grad((2,), 4096)),
-    ("layer_norm_grad rows of 4100", layer_norm_grad((2,), 4100)),
+    *[(f"layer_norm_grad rows of {w}", layer_norm_grad((2,), w)) for w in ROW_WIDTHS],
     ("causal_mask_grad", causal_mask_grad),
     ("cross_entropy_grad", cross_entropy_grad()),
     ("embedding_grad (repeated indices)", embedding_grad()),
