@@ -142,6 +142,8 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     crashRank_ = std::atoll(crash);
   if (const char *hang = std::getenv("SBPRT_HANG_RANK"))
     hangRank_ = std::atoll(hang);
+  if (const char *where = std::getenv("SBPRT_FAULT_IN"))
+    faultIn_ = where;
   op("reading the command line");
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
@@ -247,7 +249,8 @@ void Rank::op(const char *description) {
     currentOp[sizeof currentOp - 1] = '\0';
   }
   lastProgressNs_ = nowNs();
-  if (std::strncmp(description, "graph.", 6) == 0) {
+  if ((crashRank_ == rank_ || hangRank_ == rank_) &&
+      std::strncmp(description, faultIn_.c_str(), faultIn_.size()) == 0) {
     if (crashRank_ == rank_)
       std::raise(SIGSEGV); // as a kernel bug would
     while (hangRank_ == rank_)

@@ -153,8 +153,11 @@ private:
   std::optional<io::SafetensorsFile> params_;
   uint64_t memoryLimit_ = 0;
   // Fault injection for the tests of failure handling: SBPRT_CRASH_RANK=R
-  // and SBPRT_HANG_RANK=R make rank R crash or hang at its first graph op.
+  // and SBPRT_HANG_RANK=R make rank R crash or hang at its first op whose
+  // name starts with SBPRT_FAULT_IN (default "graph.": its first graph op;
+  // "startup" and "leaving the job" reach the watchdog's other ends).
   int64_t crashRank_ = -1, hangRank_ = -1;
+  std::string faultIn_ = "graph.";
   double timeout_ = 0;
   std::atomic<int64_t> lastProgressNs_{0};
   std::atomic<bool> finished_{false};
