@@ -1,0 +1,122 @@
+"""Rewrites a CUDA source's kernel launches for the CUDA emulator.
+
+`kernel<T, 4><<<grid, block, shared, stream>>>(a, b)` becomes
+`::sbpc_emu::Launch("kernel<T, 4>", grid, block, shared, stream)(
+[](auto &...a) { kernel<T, 4>(a...); }, a, b)` (a call, so that a template
+kernel's arguments are deduced as in CUDA),
+which cuda_runtime.h (tools/cuda-emu/include) runs on the host; everything
+else is left as it is, and a #line directive keeps the compiler's messages
+on the original file's lines.
+
+usage: cu2cpp.py IN.cu OUT.cpp
+"""
+import os
+import sys
+
+
+class LaunchError(Exception):
+    pass
+
+
+def matching_backwards(text, end, opening, closing):
+    """The index of the `opening` that balances the `closing` at text[end]."""
+    depth = 0
+    for i in range(end, -1, -1):
+        if text[i] == closing:
+            depth += 1
+        elif text[i] == opening:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise LaunchError("unbalanced " + closing)
+
+
+def matching_forwards(text, start, opening, closing):
+    """The index just past the `closing` that balances the `opening` at text[start]."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == opening:
+            depth += 1
+        elif text[i] == closing:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise LaunchError("unbalanced " + opening)
+
+
+def kernel_start(text, launch):
+    """Where the kernel expression before `<<<` at `launch` begins."""
+    i = launch - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    if text[i] == ">":
+        i = matching_backwards(text, i, "<", ">") - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+    end = i + 1
+    while i >= 0 and (text[i].isalnum() or text[i] in "_:"):
+        i -= 1
+    if i + 1 == end:
+        raise LaunchError("no kernel name before <<<")
+    return i + 1
+
+
+def line_of(text, index):
+    return text.count("\n", 0, index) + 1
+
+
+def rewrite(text):
+    out, done = [], 0
+    while True:
+        launch = text.find("<<<", done)
+        if launch < 0:
+            out.append(text[done:])
+            return "".join(out)
+        line_start = text.rfind("\n", 0, launch) + 1
+        if "//" in text[line_start:launch]:
+            out.append(text[done:launch + 3])
+            done = launch + 3
+            continue
+        try:
+            start = kernel_start(text, launch)
+            config_end = text.find(">>>", launch)
+            if config_end < 0:
+                raise LaunchError("no >>> after <<<")
+            args_start = config_end + 3
+            while args_start < len(text) and text[args_start].isspace():
+                args_start += 1
+            if text[args_start:args_start + 1] != "(":
+                raise LaunchError("no ( after >>>")
+            args_end = matching_forwards(text, args_start, "(", ")")
+        except LaunchError as e:
+            raise LaunchError(f"line {line_of(text, launch)}: {e}")
+        kernel = text[start:launch].rstrip()
+        config = text[launch + 3:config_end]
+        args = text[args_start + 1:args_end - 1]
+        name = " ".join(kernel.split()).replace('"', '\\"')
+        call = (f'::sbpc_emu::Launch("{name}", {config})('
+                f'[](auto &...sbpcEmuArgs) {{ {kernel}(sbpcEmuArgs...); }}')
+        call += (", " + args if args.strip() else "") + ")"
+        # Keep every line where it was.
+        lost = text.count("\n", start, args_end) - call.count("\n")
+        out.append(text[done:start] + call + "\n" * lost)
+        done = args_end
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    source, target = sys.argv[1], sys.argv[2]
+    with open(source) as f:
+        text = f.read()
+    try:
+        rewritten = rewrite(text)
+    except LaunchError as e:
+        sys.exit(f"{source}: {e}")
+    path = os.path.abspath(source).replace("\\", "\\\\").replace('"', '\\"')
+    with open(target, "w") as f:
+        f.write(f'#line 1 "{path}"\n' + rewritten)
+
+
+if __name__ == "__main__":
+    main()
