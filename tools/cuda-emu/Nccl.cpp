@@ -3,8 +3,8 @@
 // (every rank joins its groups in the same order, as NCCL's bootstrap
 // needs too). Reductions gather every rank's buffer and combine them in rank
 // order, in f32, rounding bf16 once; sends and receives of a group are
-// posted together when it ends. Buffers must be device memory, as NCCL
-// requires.
+// posted together when it ends, each send waiting for its receive. Buffers
+// must be device memory, as NCCL requires.
 #include <nccl.h>
 
 #include "runtime/BFloat16.h"
@@ -110,8 +110,10 @@ void reduceInOrder(const std::vector<char> &all, size_t perRank, size_t first, s
 
 void post(const PendingTransfer &t, std::vector<MPI_Request> &requests) {
   requests.emplace_back();
+  // Synchronous sends: an NCCL send completes only once its receive is
+  // posted (MPI's eager sends would hide a pair of ranks that both send first).
   if (t.send)
-    MPI_Isend(t.data, static_cast<int>(t.bytes), MPI_BYTE, t.peer, 0, t.comm->mpi,
+    MPI_Issend(t.data, static_cast<int>(t.bytes), MPI_BYTE, t.peer, 0, t.comm->mpi,
               &requests.back());
   else
     MPI_Irecv(t.data, static_cast<int>(t.bytes), MPI_BYTE, t.peer, 0, t.comm->mpi,
