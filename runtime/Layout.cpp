@@ -138,6 +138,9 @@ std::string checkMesh(const Mesh &mesh) {
   if (mesh.axes.size() != mesh.shape.size())
     return "has " + std::to_string(mesh.axes.size()) + " axis names but " +
            std::to_string(mesh.shape.size()) + " sizes";
+  if (mesh.axes.size() > kMaxAxes)
+    return "has " + std::to_string(mesh.axes.size()) + " axes, more than the " +
+           std::to_string(kMaxAxes) + " sbpc lays out";
   int64_t devices = 1;
   for (size_t i = 0; i < mesh.axes.size(); ++i) {
     if (mesh.axes[i].empty())

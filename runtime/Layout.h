@@ -87,7 +87,13 @@ bool isDirectHop(const NdSbp &current, const Hop &hop);
 /// that products of mesh sizes never overflow.
 constexpr int64_t kMaxDevices = int64_t(1) << 24;
 
-/// Empty when `mesh` is well formed (at least one axis, unique non-empty
+/// The most axes a mesh may have: every axis multiplies the layouts of
+/// each tensor that signatures and searches enumerate (a fifth axis makes
+/// even a tiny model's search take seconds, a sixth minutes), and real
+/// meshes use two or three (data, tensor, pipeline).
+constexpr size_t kMaxAxes = 4;
+
+/// Empty when `mesh` is well formed (one to kMaxAxes axes, unique non-empty
 /// names, sizes >= 1, at most kMaxDevices devices); otherwise what is wrong.
 std::string checkMesh(const Mesh &mesh);
 

@@ -5,6 +5,7 @@
 #include "compiler/Reference/Evaluator.h"
 #include "compiler/Report/Report.h"
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/Paths.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/Safetensors.h"
 
@@ -35,22 +36,76 @@ LogicalResult sbpc::runGen(MLIRContext &ctx, const GenCommand &command) {
   // Refuse before writing anything rather than after a long print.
   if (!command.paramsPath.empty() && !checkParamMemory(model.params, command.paramsPath, error))
     return reportError(error);
+  if (!command.paramsPath.empty() && samePath(command.paramsPath, command.output))
+    return reportError("-o and --params both name " + command.output +
+                       ": the model and its parameters need two files");
   auto file = openOutputFile(command.output, &error);
   if (!file)
     return reportError(command.output + ": " + error);
   model.module->print(file->os());
-  file->keep();
+  // The model is kept only with its parameters: a failed --params leaves
+  // neither file.
   if (!command.paramsPath.empty() &&
       !writeInitialParams(model.params, command.paramsPath, command.seed, error))
     return reportError(error);
+  file->keep();
   return success();
 }
+
+namespace {
+
+/// MLIR's parser recurses once per nested region, attribute array or
+/// parenthesis, and a few thousand levels overflow its stack: deeper input
+/// is refused first, at the bracket that goes too deep.
+constexpr int kMaxNesting = 256;
+
+/// The "line:col" of the first (, [ or { nested deeper than kMaxNesting
+/// (strings and comments aside), or "".
+std::string tooDeep(llvm::StringRef text) {
+  int depth = 0, line = 1, column = 0;
+  bool inString = false, inComment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    ++column;
+    if (c == '\n') {
+      ++line, column = 0, inComment = false;
+      continue;
+    }
+    if (inComment)
+      continue;
+    if (inString) {
+      if (c == '\\')
+        ++i, ++column;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"')
+      inString = true;
+    else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/')
+      inComment = true;
+    else if (c == '(' || c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        return std::to_string(line) + ":" + std::to_string(column);
+    } else if (c == ')' || c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return "";
+}
+
+} // namespace
 
 OwningOpRef<ModuleOp> sbpc::parseModelFile(const std::string &path, MLIRContext &ctx) {
   std::string error;
   auto buffer = openInputFile(path, &error);
   if (!buffer) {
     (void)sbpc::reportError(path + ": " + error);
+    return nullptr;
+  }
+  if (std::string at = tooDeep(buffer->getBuffer()); !at.empty()) {
+    llvm::errs() << path << ":" << at << ": error: nested more than " << kMaxNesting
+                 << " levels deep\n";
     return nullptr;
   }
   llvm::SourceMgr sourceMgr;
@@ -72,6 +127,13 @@ LogicalResult sbpc::runReference(MLIRContext &ctx, const RunCommand &command) {
     return failure();
   FailureOr<ModelSignature> signature = getModelSignature(*module);
   if (failed(signature))
+    return failure();
+  std::vector<std::string> written, read = {command.modelPath, command.paramsPath};
+  for (const std::string &name : signature->outputs)
+    written.push_back(name + ".npy");
+  for (const auto &[name, path] : inputs)
+    read.push_back(path);
+  if (failed(refuseOverwritingInputs("--output-dir", command.outputDir, written, read)))
     return failure();
 
   std::optional<sbprt::io::SafetensorsFile> params;

@@ -7,6 +7,7 @@
 #include "compiler/Sbp/Strategies.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/Paths.h"
 #include "compiler/Target/Target.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <chrono>
+#include <set>
 
 using namespace mlir;
 using namespace sbpc;
@@ -69,6 +71,11 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   if (!mesh)
     return reportError(error);
   CompileCommand command = given;
+  if (failed(refuseOverwritingInputs("-o", command.outputDir,
+                                     {"report.json", "sbp.mlir", "exec.mlir", "program.json",
+                                      "launch.sh", "build.sh", "build.log"},
+                                     {command.modelPath, command.cluster})))
+    return failure();
   if (command.cluster.empty())
     command.cluster = defaultCluster(command.target, mesh->numDevices());
   std::optional<Cluster> cluster = loadCluster(command.cluster, error);
@@ -108,10 +115,13 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   std::optional<Seeds> seeds = strategySeeds(command.strategy, *model, *mesh, error);
   if (!seeds)
     return reportError(error);
+  std::set<std::string> seeded;
   for (const std::string &flag : command.layouts) {
     FailureOr<std::pair<std::string, sbprt::NdSbp>> layout = parseLayoutFlag(ctx, flag);
     if (failed(layout))
       return failure();
+    if (!seeded.insert(layout->first).second)
+      return reportError("--layout '" + flag + "': '" + layout->first + "' is laid out twice");
     if (llvm::none_of(model->arguments,
                       [&](const ModelArgument &a) { return a.name == layout->first; }))
       return reportError("--layout '" + flag + "': the model has no parameter or input named '" +
@@ -176,6 +186,11 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
 
   if (std::error_code ec = llvm::sys::fs::create_directories(command.outputDir))
     return reportError(command.outputDir + ": cannot create: " + ec.message());
+  // A previous compile's results go first: one that fails from here leaves
+  // only what it wrote, never a runnable mix of two plans.
+  for (const char *stale : {"report.json", "program.json", "launch.sh", "exec.mlir"})
+    llvm::sys::fs::remove(joinPath(command.outputDir, stale));
+  llvm::sys::fs::remove_directories(joinPath(command.outputDir, "bin"));
   ReportInputs inputs{llvm::sys::path::filename(command.modelPath).str(),
                       command.mesh,
                       *cluster,

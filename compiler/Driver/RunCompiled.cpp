@@ -57,6 +57,10 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
   try {
     if (json.is_discarded())
       throw std::runtime_error("not JSON");
+    if (json.at("version") != 1)
+      throw std::runtime_error("version " + json.at("version").dump() + ", expected 1");
+    if (json.at("target") != "cpu" && json.at("target") != "cuda")
+      throw std::runtime_error("target " + json.at("target").dump() + ", expected cpu or cuda");
     manifest.mesh = {json.at("mesh").at("axes").get<std::vector<std::string>>(),
                      json.at("mesh").at("shape").get<std::vector<int64_t>>()};
     std::string problem = sbprt::checkMesh(manifest.mesh);
@@ -64,12 +68,18 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
       throw std::runtime_error(problem);
     if (json.at("ranks").get<int64_t>() != manifest.mesh.numDevices())
       throw std::runtime_error("its rank count is not its mesh's");
-    for (const nlohmann::json &load : json.at("loads"))
-      manifest.loads.push_back({load.at("kind").get<std::string>() == "param",
-                                load.at("name").get<std::string>(),
+    for (const nlohmann::json &load : json.at("loads")) {
+      std::string kind = load.at("kind").get<std::string>();
+      if (kind != "param" && kind != "input")
+        throw std::runtime_error("a load of kind '" + kind + "'");
+      manifest.loads.push_back({kind == "param", load.at("name").get<std::string>(),
                                 load.at("stored_shape").get<std::vector<int64_t>>()});
+    }
+    std::set<std::string> names;
     for (const nlohmann::json &output : json.at("outputs")) {
       std::string name = output.at("name").get<std::string>();
+      if (!names.insert(name).second)
+        throw std::runtime_error("output '" + name + "' twice");
       std::optional<sbprt::NdSbp> layout =
           sbprt::parseLayout(output.at("layout").get<std::string>());
       if (!layout)
@@ -77,8 +87,19 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
       manifest.outputs.push_back({name, *layout});
     }
   } catch (const std::exception &e) {
-    return reportError(path + ": not a program description written by sbpc compile (" +
-                       e.what() + ")");
+    // nlohmann's "[json.exception.type_error.302] type must be ..." without
+    // the library's tag.
+    llvm::StringRef what = e.what();
+    if (what.starts_with("[json.exception."))
+      what = what.split("] ").second;
+    return reportError(path + ": not a program description written by sbpc compile (" + what +
+                       ")");
+  }
+  // Every rank's executable, before mpirun would fail to start it.
+  for (int64_t r = 0; r < manifest.mesh.numDevices(); ++r) {
+    std::string binary = joinPath(dir, "bin/rank" + std::to_string(r));
+    if (!llvm::sys::fs::can_execute(binary))
+      return reportError(binary + ": missing or not executable (compile " + dir + " again)");
   }
   return manifest;
 }
@@ -118,6 +139,13 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     return reportError("the program needs parameters: pass --params FILE.safetensors");
   if (needsParams && !llvm::sys::fs::exists(command.paramsPath))
     return reportError(command.paramsPath + ": no such file");
+  std::vector<std::string> written = {"run.json", "job.log"}, read = {command.paramsPath};
+  for (const ProgramManifest::Output &output : manifest->outputs)
+    written.push_back(output.name + ".npy");
+  for (const auto &[name, path] : inputs)
+    read.push_back(path);
+  if (failed(refuseOverwritingInputs("--output-dir", command.outputDir, written, read)))
+    return failure();
 
   std::string shards = joinPath(command.outputDir, ".shards");
   llvm::sys::fs::remove_directories(shards);

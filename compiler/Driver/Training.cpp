@@ -81,6 +81,15 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     return reportError(command.target + " is not a training step (no output updates a "
                                         "parameter); compile with --train");
 
+  // The trained parameters go to a new file: the run never replaces what
+  // it started from.
+  std::vector<std::string> read = {command.paramsPath, command.target};
+  for (const std::string &spec : command.inputs)
+    read.push_back(llvm::StringRef(spec).split('=').second.str());
+  if (failed(refuseOverwritingInputs("--output-dir", command.outputDir,
+                                     {"losses.npy", "params.safetensors", "run.json"}, read)))
+    return failure();
+
   // The state: every parameter from the file; optimizer states it lacks
   // start at zero, the step counter at 1.
   std::map<std::string, sbprt::Tensor> state;

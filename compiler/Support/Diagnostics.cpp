@@ -61,11 +61,18 @@ static const char *severityName(DiagnosticSeverity severity) {
   return "error";
 }
 
+/// One line: the diagnostic, then its notes (the parser's "prior use
+/// here", the registered dialects) in parentheses, so that one error stays
+/// one line.
 static void printDiagnostic(Diagnostic &diag, llvm::raw_ostream &os) {
   printLocation(diag.getLocation(), os);
-  os << severityName(diag.getSeverity()) << ": " << diag.str() << "\n";
-  for (Diagnostic &note : diag.getNotes())
-    printDiagnostic(note, os);
+  os << severityName(diag.getSeverity()) << ": " << diag.str();
+  for (Diagnostic &note : diag.getNotes()) {
+    os << " (note: ";
+    printLocation(note.getLocation(), os);
+    os << note.str() << ")";
+  }
+  os << "\n";
 }
 
 sbpc::OneLineDiagnostics::OneLineDiagnostics(MLIRContext *ctx) : ScopedDiagnosticHandler(ctx) {

@@ -5,8 +5,9 @@
 
 namespace sbpc {
 
-/// Prints every diagnostic of `ctx` as one line on stderr (notes as further
-/// lines), without echoing the source line, while the handler lives.
+/// Prints every diagnostic of `ctx` as one line on stderr (its notes in
+/// parentheses on the same line), without echoing the source line, while
+/// the handler lives.
 class OneLineDiagnostics : public mlir::ScopedDiagnosticHandler {
 public:
   explicit OneLineDiagnostics(mlir::MLIRContext *ctx);

@@ -1,6 +1,9 @@
 // File paths as the driver builds them.
 #pragma once
 
+#include "compiler/Support/Diagnostics.h"
+
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
@@ -24,6 +27,34 @@ inline std::string absolutePath(const llvm::Twine &path) {
   path.toVector(result);
   llvm::sys::fs::make_absolute(result);
   return result.str().str();
+}
+
+/// Whether `a` and `b` name the same file: the same file where both exist,
+/// else the same absolute path once `.` and `..` are resolved.
+inline bool samePath(const std::string &a, const std::string &b) {
+  bool same = false;
+  if (!llvm::sys::fs::equivalent(a, b, same))
+    return same;
+  llvm::SmallString<256> first(absolutePath(a)), second(absolutePath(b));
+  llvm::sys::path::remove_dots(first, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(second, /*remove_dot_dot=*/true);
+  return first == second;
+}
+
+/// Fails, naming both, when writing `dir`/NAME for a NAME of `written`
+/// would replace a file the user gave (`inputs`: what was read, as given on
+/// the command line); `dirFlag` is the option that named `dir`.
+inline mlir::LogicalResult refuseOverwritingInputs(const std::string &dirFlag,
+                                                   const std::string &dir,
+                                                   llvm::ArrayRef<std::string> written,
+                                                   llvm::ArrayRef<std::string> inputs) {
+  for (const std::string &name : written)
+    for (const std::string &input : inputs) {
+      if (!input.empty() && llvm::sys::fs::exists(input) && samePath(joinPath(dir, name), input))
+        return reportError(dirFlag + " " + dir + " would replace " + input + " (with its " +
+                           name + "): write to another directory");
+    }
+  return mlir::success();
 }
 
 } // namespace sbpc

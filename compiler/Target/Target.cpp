@@ -65,8 +65,9 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
   if (cxx.empty())
     return sbpc::reportError("--target cuda needs the CUDA toolkit, and this sbpc was built "
                              "without it (install it under /usr/local/cuda and rebuild)");
+  // A name with a '/' comes back as it is, found or not.
   llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(cxx);
-  if (!found)
+  if (!found || !llvm::sys::fs::can_execute(*found))
     return sbpc::reportError(std::string(cuda ? "the CUDA compiler '" : "the host C++ compiler '") +
                              cxx + "' was not found (set " + envName + " to another)");
   // build.sh runs from the bundle, sbpc from anywhere: the same command
@@ -117,6 +118,9 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
   int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
   if (code == 0)
     return success();
+  if (code == -1) // it never ran, so it wrote no log
+    return sbpc::reportError("cannot run " + args[0] + " to build " + absoluteSource +
+                             (error.empty() ? "" : ": " + error));
   // The first error line tells most; the log has the rest.
   std::ifstream lines(log);
   std::string line, first;

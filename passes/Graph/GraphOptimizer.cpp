@@ -132,6 +132,18 @@ public:
       return signalPassFailure();
     }
     Settings settings{optimizer == "adamw", lr, momentum, beta1, beta2, eps, weightDecay};
+    // Checked here, before any update op is built: a builder that infers
+    // types cannot report its op's error.
+    std::vector<std::pair<StringRef, double>> used = {{"lr", lr}, {"weight_decay", weightDecay}};
+    if (settings.adamw)
+      used.insert(used.end(), {{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}});
+    else
+      used.push_back({"momentum", momentum});
+    for (auto [name, value] : used)
+      if (std::string problem = hyperparameterProblem(name, value); !problem.empty()) {
+        getOperation().emitError() << "graph-optimizer: " << name << " " << problem;
+        return signalPassFailure();
+      }
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal() && failed(addOptimizer(fn, settings)))
         return signalPassFailure();

@@ -2,6 +2,8 @@
 // errors, overflow-checked tensor sizes, and writing a file from byte ranges.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +24,23 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 inline bool fail(std::string &error, const std::string &path, const std::string &msg) {
   error = path + ": " + msg;
   return false;
+}
+
+/// `path` opened for reading, or null with `error` set: a file that cannot
+/// be opened, or a directory (which fopen opens and every read then finds
+/// empty).
+inline FilePtr openForReading(const std::string &path, std::string &error) {
+  FilePtr file(std::fopen(path.c_str(), "rb"));
+  if (!file) {
+    fail(error, path, std::string("cannot open: ") + std::strerror(errno));
+    return nullptr;
+  }
+  struct stat status;
+  if (fstat(fileno(file.get()), &status) == 0 && S_ISDIR(status.st_mode)) {
+    fail(error, path, "is a directory, not a file");
+    return nullptr;
+  }
+  return file;
 }
 
 /// Byte size of a tensor, multiplied in the same order Tensor does so a shape

@@ -167,10 +167,9 @@ struct NpyFile {
 };
 
 bool openNpy(const std::string &path, NpyFile &npy, std::string &error) {
-  FilePtr file(std::fopen(path.c_str(), "rb"));
+  FilePtr file = openForReading(path, error);
   if (!file)
-    return fail(error, path,
-                std::string("cannot open: ") + std::strerror(errno));
+    return false;
   if (std::fseek(file.get(), 0, SEEK_END) != 0)
     return fail(error, path, "cannot seek");
   long fileSizeL = std::ftell(file.get());

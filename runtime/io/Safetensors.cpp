@@ -83,11 +83,9 @@ std::string parseEntry(const std::string &name, const Json &value,
 
 std::optional<SafetensorsFile> SafetensorsFile::open(const std::string &path,
                                                      std::string &error) {
-  FilePtr file(std::fopen(path.c_str(), "rb"));
-  if (!file) {
-    fail(error, path, std::string("cannot open: ") + std::strerror(errno));
+  FilePtr file = openForReading(path, error);
+  if (!file)
     return std::nullopt;
-  }
   long fileSizeL = -1;
   if (std::fseek(file.get(), 0, SEEK_END) == 0)
     fileSizeL = std::ftell(file.get());

@@ -162,8 +162,9 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     } else if (flag == "--timeout") {
       char *end = nullptr;
       timeout_ = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end || !(timeout_ > 0))
-        fail("--timeout expects a positive number of seconds, got '" + value + "'");
+      // Up to 1e6 s: the watchdog counts in int64 nanoseconds.
+      if (value.empty() || *end || !(timeout_ > 0 && timeout_ <= 1e6))
+        fail("--timeout expects a number of seconds in (0, 1000000], got '" + value + "'");
     } else if (flag == "--repeat") {
       char *end = nullptr;
       repeats_ = std::strtoll(value.c_str(), &end, 10);

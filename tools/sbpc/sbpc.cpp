@@ -8,8 +8,11 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+
+#include <sstream>
 #include "llvm/Support/InitLLVM.h"
 
 using namespace mlir;
@@ -96,7 +99,7 @@ static cl::opt<uint64_t> runMemoryLimit("memory-limit",
                                         cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<double> runTimeout("timeout",
                                   cl::desc("Compiled dir: end the job when a rank's op makes no "
-                                           "progress for this many seconds (default 600)"),
+                                           "progress for this many seconds (default 600, at most 1e6)"),
                                   cl::init(600), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<int64_t> runRepeat("repeat",
                                   cl::desc("Compiled dir: run the program this many times in each "
@@ -120,7 +123,7 @@ static cl::SubCommand compileCommand("compile", "Lay a model out on a device mes
 static cl::OptionCategory compileCategory("compile options");
 static cl::opt<std::string> compileModel(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
                                          cl::sub(compileCommand), cl::cat(compileCategory));
-static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh, e.g. dp=2,tp=4"),
+static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh of up to 4 axes, e.g. dp=2,tp=4"),
                                         cl::value_desc("axes"), cl::Required,
                                         cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
@@ -208,11 +211,42 @@ static cl::SubCommand explainCommand("explain", "Print a report.json for a perso
 static cl::opt<std::string> explainReport(cl::Positional, cl::desc("<report.json>"), cl::Required,
                                           cl::sub(explainCommand));
 
+static mlir::LogicalResult runRunCommand(MLIRContext &ctx) {
+  bool compiled = llvm::sys::fs::is_directory(runModel.getValue());
+  if (runRepeat.getNumOccurrences() && (runRepeat < 1 || runSteps.getNumOccurrences() || !compiled))
+    return sbpc::reportError(runRepeat < 1 ? "--repeat must be at least 1, got " +
+                                                 std::to_string(runRepeat)
+                                           : std::string("--repeat applies to a compiled "
+                                                         "directory, without --steps"));
+  // The ranks' limits: the reference evaluator has neither.
+  if (!compiled && (runMemoryLimit.getNumOccurrences() || runTimeout.getNumOccurrences()))
+    return sbpc::reportError(std::string(runTimeout.getNumOccurrences() ? "--timeout"
+                                                                        : "--memory-limit") +
+                             " applies to a compiled directory");
+  // At most 11.6 days: seconds the ranks' watchdog counts in int64 nanoseconds.
+  if (!(runTimeout > 0 && runTimeout <= 1e6)) {
+    std::ostringstream text;
+    text << runTimeout;
+    return sbpc::reportError("--timeout must be a number of seconds in (0, 1000000], got " +
+                             text.str());
+  }
+  if (runSteps.getNumOccurrences())
+    return sbpc::runTraining(ctx, {runModel, runParams, runInputs, runOutputDir, runSteps,
+                                   runMemoryLimit, runTimeout});
+  if (compiled)
+    return sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir, runMemoryLimit,
+                              runTimeout, /*quiet=*/false, runRepeat});
+  return sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
+}
+
 static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (compileEmit != "all" && compileEmit != "report")
     return sbpc::reportError("--emit must be all or report, got '" + compileEmit + "'");
-  if (!compileTarget.empty() && compileTarget != "cpu" && compileTarget != "cuda")
+  if ((compileTarget.getNumOccurrences() || !compileTarget.empty()) && compileTarget != "cpu" &&
+      compileTarget != "cuda")
     return sbpc::reportError("--target must be cpu or cuda, got '" + compileTarget + "'");
+  if (compileEmit == "report" && compileTarget.getNumOccurrences())
+    return sbpc::reportError("--emit report stops after the search: it builds no --target");
   // sm_NN, or sm_NNa / sm_NNf (nvcc's architecture- and family-specific
   // variants, as sm_90a).
   llvm::StringRef arch = compileCudaArch.getValue();
@@ -239,6 +273,27 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (!compileTrain && (compileZero || compileMicroBatches != 1 || compileRecompute != "none"))
     return sbpc::reportError("--zero, --micro-batches and --recompute apply to a training step: "
                              "add --train");
+  // The optimizer's settings: each only where it is used, in its range.
+  struct Setting {
+    const cl::opt<double> &flag;
+    const char *name;      // the graph.*_update attribute
+    const char *optimizer; // the optimizer that uses it, or nullptr for both
+  };
+  for (const Setting &s : {Setting{compileLr, "lr", nullptr},
+                           Setting{compileWeightDecay, "weight_decay", nullptr},
+                           Setting{compileMomentum, "momentum", "sgd"},
+                           Setting{compileEps, "eps", "adamw"}}) {
+    std::string flag = "--" + s.flag.ArgStr.str();
+    if (s.flag.getNumOccurrences() && !compileTrain)
+      return sbpc::reportError(flag + " applies to a training step: add --train");
+    if (s.flag.getNumOccurrences() && s.optimizer && compileOptimizer != s.optimizer)
+      return sbpc::reportError(flag + " applies to --optimizer " + s.optimizer + ", not " +
+                               compileOptimizer);
+    if (std::string problem = sbpc::graph::hyperparameterProblem(s.name, s.flag); !problem.empty())
+      return sbpc::reportError(flag + " " + problem);
+  }
+  if (compileOptimizer.getNumOccurrences() && !compileTrain)
+    return sbpc::reportError("--optimizer applies to a training step: add --train");
   return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
                                 compileCluster, compileOutput, compileEmit == "report",
                                 compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
@@ -249,6 +304,9 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "sbpc (development build), with MLIR " << LLVM_VERSION_STRING << "\n";
+  });
   cl::HideUnrelatedOptions({&genCategory, &runCategory, &compileCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "sbpc: automatic parallelization of deep-learning graphs\n\n"
@@ -268,21 +326,8 @@ int main(int argc, char **argv) {
   LogicalResult result = failure();
   if (genCommand)
     result = runGenCommand(ctx);
-  else if (runCommand && runRepeat.getNumOccurrences() &&
-           (runRepeat < 1 || runSteps.getNumOccurrences() ||
-            !llvm::sys::fs::is_directory(runModel.getValue())))
-    result = sbpc::reportError(runRepeat < 1 ? "--repeat must be at least 1, got " +
-                                                   std::to_string(runRepeat)
-                                             : std::string("--repeat applies to a compiled "
-                                                           "directory, without --steps"));
   else if (runCommand)
-    result = runSteps.getNumOccurrences()
-                 ? sbpc::runTraining(ctx, {runModel, runParams, runInputs, runOutputDir, runSteps,
-                                           runMemoryLimit, runTimeout})
-             : llvm::sys::fs::is_directory(runModel.getValue())
-                 ? sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir,
-                                      runMemoryLimit, runTimeout, /*quiet=*/false, runRepeat})
-                 : sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
+    result = runRunCommand(ctx);
   else if (compileCommand)
     result = runCompileCommand(ctx);
   else if (explainCommand)

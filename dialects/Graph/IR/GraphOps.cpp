@@ -13,6 +13,7 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <sstream>
 
 using namespace mlir;
@@ -518,34 +519,28 @@ LogicalResult BroadcastOp::verify() {
 // Optimizers
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// The ranges optimizer hyperparameters may take.
-enum class Range { NonNegative, Positive, UnitInterval };
-
-struct Hyperparameter {
-  StringRef name;
-  APFloat value;
-  Range range;
-};
-} // namespace
+std::string sbpc::graph::hyperparameterProblem(StringRef name, double value) {
+  // lr and weight_decay: non-negative; eps: positive; the momenta: in [0, 1).
+  bool unit = name == "momentum" || name == "beta1" || name == "beta2";
+  bool positive = name == "eps";
+  bool ok = std::isfinite(value) && (unit       ? value >= 0.0 && value < 1.0
+                                     : positive ? value > 0.0
+                                                : value >= 0.0);
+  if (ok)
+    return "";
+  std::ostringstream text;
+  text << "must be " << (unit ? "in [0, 1)" : positive ? "positive" : "non-negative")
+       << (unit ? "" : " and finite") << ", got " << value;
+  return text.str();
+}
 
 /// Checks every hyperparameter against its range; names the first that is out.
 static LogicalResult checkHyperparameters(const ShapeError &error,
-                                          ArrayRef<Hyperparameter> hyperparameters) {
-  for (const Hyperparameter &h : hyperparameters) {
-    double v = h.value.convertToDouble();
-    bool ok = h.range == Range::NonNegative ? v >= 0.0
-              : h.range == Range::Positive  ? v > 0.0
-                                            : v >= 0.0 && v < 1.0;
-    if (ok)
-      continue;
-    std::ostringstream text;
-    text << v;
-    const char *expected = h.range == Range::NonNegative ? "non-negative"
-                           : h.range == Range::Positive  ? "positive"
-                                                         : "in [0, 1)";
-    return error() << h.name << " must be " << expected << ", got " << text.str();
-  }
+                                          ArrayRef<std::pair<StringRef, APFloat>> values) {
+  for (const auto &[name, value] : values)
+    if (std::string problem = hyperparameterProblem(name, value.convertToDouble());
+        !problem.empty())
+      return error() << name << " " << problem;
   return success();
 }
 
@@ -555,9 +550,9 @@ LogicalResult SgdUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   if (failed(checkSameShape(error, "param", adaptor.getParam(),
                             {{"grad", adaptor.getGrad()}, {"velocity", adaptor.getVelocity()}})) ||
       failed(checkHyperparameters(
-          error, {{"lr", adaptor.getLr(), Range::NonNegative},
-                  {"momentum", adaptor.getMomentum(), Range::UnitInterval},
-                  {"weight_decay", adaptor.getWeightDecay(), Range::NonNegative}})))
+          error, {{"lr", adaptor.getLr()},
+                  {"momentum", adaptor.getMomentum()},
+                  {"weight_decay", adaptor.getWeightDecay()}})))
     return failure();
   types.append(2, adaptor.getParam().getType());
   return success();
@@ -570,11 +565,11 @@ LogicalResult AdamwUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Locat
                             {{"grad", adaptor.getGrad()}, {"m", adaptor.getM()},
                              {"v", adaptor.getV()}})) ||
       failed(checkHyperparameters(
-          error, {{"lr", adaptor.getLr(), Range::NonNegative},
-                  {"beta1", adaptor.getBeta1(), Range::UnitInterval},
-                  {"beta2", adaptor.getBeta2(), Range::UnitInterval},
-                  {"eps", adaptor.getEps(), Range::Positive},
-                  {"weight_decay", adaptor.getWeightDecay(), Range::NonNegative}})))
+          error, {{"lr", adaptor.getLr()},
+                  {"beta1", adaptor.getBeta1()},
+                  {"beta2", adaptor.getBeta2()},
+                  {"eps", adaptor.getEps()},
+                  {"weight_decay", adaptor.getWeightDecay()}})))
     return failure();
   types.append(3, adaptor.getParam().getType());
   return success();

@@ -50,4 +50,10 @@ std::optional<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t
 /// "[2, 16, 64]": how shapes appear in every diagnostic.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
+/// What is wrong with `value` for the optimizer hyperparameter `name` of
+/// graph.sgd_update and graph.adamw_update (lr, momentum, beta1, beta2,
+/// eps, weight_decay), as "must be non-negative, got -1"; "" when nothing.
+/// Every one must be finite.
+std::string hyperparameterProblem(llvm::StringRef name, double value);
+
 } // namespace sbpc::graph

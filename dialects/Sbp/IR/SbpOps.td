@@ -16,8 +16,10 @@ def Sbp_MeshOp : Sbp_Op<"mesh", [Symbol]> {
     ```mlir
     sbp.mesh @m axes ["dp", "tp"] shape [2, 4]
     ```
-    Declares 8 devices arranged as 2 × 4; axis names are unique and every
-    size is at least 1. Device `r` has coordinates in row-major order.
+    Declares 8 devices arranged as 2 × 4; axis names are unique, every
+    size is at least 1, and there are at most 4 axes (each multiplies the
+    layouts a search enumerates). Device `r` has coordinates in row-major
+    order.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
                        DenseI64ArrayAttr:$shape);

@@ -439,8 +439,17 @@ func.func @sgd_momentum(%w: tensor<8xf32>) {
 
 // Tests that a learning rate is not negative.
 func.func @adamw_lr(%w: tensor<8xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{'graph.adamw_update' op lr must be non-negative, got -0.001}}
+  // expected-error @+1 {{'graph.adamw_update' op lr must be non-negative and finite, got -0.001}}
   %0:3 = graph.adamw_update %w, %w, %w, %w, %s lr = -1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 1.0e-08 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that a hyperparameter is finite.
+func.func @sgd_inf(%w: tensor<8xf32>) {
+  // expected-error @+1 {{'graph.sgd_update' op weight_decay must be non-negative and finite, got inf}}
+  %0:2 = graph.sgd_update %w, %w, %w lr = 0.1 momentum = 0.9 weight_decay = 0x7FF0000000000000 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
   return
 }
 
@@ -457,7 +466,7 @@ func.func @adamw_shapes(%w: tensor<8xf32>, %v: tensor<2x4xf32>, %s: tensor<f32>)
 
 // Tests that AdamW's eps is positive.
 func.func @adamw_eps(%w: tensor<8xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{'graph.adamw_update' op eps must be positive, got 0}}
+  // expected-error @+1 {{'graph.adamw_update' op eps must be positive and finite, got 0}}
   %0:3 = graph.adamw_update %w, %w, %w, %w, %s lr = 1.0e-03 beta1 = 0.9 beta2 = 0.999 eps = 0.0 weight_decay = 0.0 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }

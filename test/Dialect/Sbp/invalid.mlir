@@ -12,6 +12,12 @@ sbp.mesh @m axes ["dp", "dp"] shape [2, 2]
 
 // -----
 
+// Tests that a mesh has at most four axes.
+// expected-error @+1 {{'sbp.mesh' op has 5 axes, more than the 4 sbpc lays out}}
+sbp.mesh @m axes ["a", "b", "c", "d", "e"] shape [1, 1, 1, 1, 1]
+
+// -----
+
 // Tests that mesh axes have at least one device.
 // expected-error @+1 {{'sbp.mesh' op axis 'tp' has size 0, expected at least 1}}
 sbp.mesh @m axes ["dp", "tp"] shape [2, 0]
