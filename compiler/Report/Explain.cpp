@@ -40,6 +40,12 @@ double num(const json &v) { return v.is_number() ? v.get<double>() : 0.0; }
 
 mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &os,
                                         std::string &error) {
+  // Version 1 is the schema this reads (docs/report.md); a report of
+  // another is not guessed at.
+  if (report.is_object() && report.contains("version") && report["version"] != 1) {
+    error = "version " + report["version"].dump() + ", expected 1";
+    return mlir::failure();
+  }
   if (!require(report, {"mesh", "strategy", "search", "ops", "boxings", "totals"}, "the report",
                error) ||
       !require(report["totals"],

@@ -45,9 +45,10 @@ MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
 
 def compile_step(args, path, mesh, strategy, extra, target, out):
     """sbpc compile --train of the case's model, with the suite's optimizer."""
+    own = ["--momentum", str(args.momentum)] if args.optimizer == "sgd" else ["--eps", str(args.eps)]
     sbpc("compile", path("m.mlir"), "--mesh", mesh, "--strategy", strategy, "--train",
-         "--optimizer", args.optimizer, "--lr", str(args.lr), "--momentum", str(args.momentum),
-         "--eps", str(args.eps), *extra, "--target", target, "-o", out)
+         "--optimizer", args.optimizer, "--lr", str(args.lr), *own, *extra, "--target", target,
+         "-o", out)
 
 
 def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):

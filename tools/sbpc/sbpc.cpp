@@ -245,8 +245,6 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if ((compileTarget.getNumOccurrences() || !compileTarget.empty()) && compileTarget != "cpu" &&
       compileTarget != "cuda")
     return sbpc::reportError("--target must be cpu or cuda, got '" + compileTarget + "'");
-  if (compileEmit == "report" && compileTarget.getNumOccurrences())
-    return sbpc::reportError("--emit report stops after the search: it builds no --target");
   // sm_NN, or sm_NNa / sm_NNf (nvcc's architecture- and family-specific
   // variants, as sm_90a).
   llvm::StringRef arch = compileCudaArch.getValue();
