@@ -51,6 +51,26 @@ std::string sourceName(const std::string &name, sbpc::TargetKind kind) {
   return "src/" + name + (kind == sbpc::TargetKind::Cuda ? ".cu" : ".cpp");
 }
 
+/// Appends the host compiler's `flag` to nvcc's `args`. nvcc splits
+/// -Xcompiler's value at commas, so a flag whose value is a list
+/// (-fsanitize=address,undefined) goes as one flag per element, and -Wl's
+/// list goes to -Xlinker.
+void appendNvccHostFlag(llvm::StringRef flag, std::vector<std::string> &args) {
+  if (flag.consume_front("-Wl,")) {
+    args.push_back("-Xlinker=" + flag.str());
+    return;
+  }
+  auto [name, value] = flag.split('=');
+  if (!flag.contains('=') || !value.contains(',')) {
+    args.push_back("-Xcompiler=" + flag.str());
+    return;
+  }
+  llvm::SmallVector<llvm::StringRef> elements;
+  value.split(elements, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef element : elements)
+    args.push_back("-Xcompiler=" + name.str() + "=" + element.str());
+}
+
 /// Compiles `dir`/src/`name`.cpp (.cu) into `dir`/bin/`name` with the host
 /// compiler (nvcc); the compiler's output goes to `dir`/build.log, the
 /// command to `dir`/build.sh (which rebuilds it from wherever the bundle is).
@@ -82,7 +102,10 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
     llvm::SmallVector<llvm::StringRef> flags;
     llvm::StringRef(kCxxFlags).split(flags, ' ', -1, /*KeepEmpty=*/false);
     for (llvm::StringRef flag : flags)
-      args.push_back(cuda ? "-Xcompiler=" + flag.str() : flag.str());
+      if (cuda)
+        appendNvccHostFlag(flag, args);
+      else
+        args.push_back(flag.str());
     if (cuda)
       for (const char *library : kCudaLibraries)
         if (*library)

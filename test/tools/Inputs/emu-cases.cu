@@ -165,6 +165,7 @@ int main(int argc, char **argv) {
     s = cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 1, 0, b, 3, 0,
                                   &zero, c, 2, 0, 1);
     std::printf("lda 1 < m 2: %s\n", cublasGetStatusString(s));
+    cublasDestroy(blas);
   } else if (name == "lt-epilogue") {
     // D = gelu(A B + bias) with A = I (2 x 2), B = [[1, 2], [-3, 0.5]]
     // (column-major: 1 -3 2 0.5) and bias [0.5, 1] per row of D.
@@ -198,6 +199,10 @@ int main(int argc, char **argv) {
     std::printf("epilogue of 2 bytes: %s\n",
                 cublasGetStatusString(cublasLtMatmulDescSetAttribute(
                     op, CUBLASLT_MATMUL_DESC_EPILOGUE, &badSize, 2)));
+    cublasLtMatmulPreferenceDestroy(preference);
+    cublasLtMatrixLayoutDestroy(layout);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
   } else {
     std::fprintf(stderr, "emu-cases: no case '%s'\n", name.c_str());
     return 2;
