@@ -23,6 +23,60 @@
 #include <mutex>
 #include <vector>
 
+// AddressSanitizer is told of every fiber switch.
+#if defined(__SANITIZE_ADDRESS__)
+#define SBPC_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SBPC_EMU_ASAN 1
+#endif
+#endif
+#if SBPC_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if defined(__x86_64__) && !defined(SBPC_EMU_UCONTEXT)
+#define SBPC_EMU_SWITCH_STACKS 1
+#endif
+
+#if SBPC_EMU_SWITCH_STACKS
+// sbpcEmuSwitchStacks(from, to): pushes rbp, rbx, r12-r15, MXCSR and the x87
+// control word on the current stack, stores the stack pointer in *from,
+// continues on the stack `to` (where another switch left it, or as
+// prepare() lays out a new fiber's) by popping the same, and returns there.
+extern "C" void sbpcEmuSwitchStacks(void **from, void *to);
+asm(R"(
+  .pushsection .text
+  .globl sbpcEmuSwitchStacks
+  .hidden sbpcEmuSwitchStacks
+  .type sbpcEmuSwitchStacks, @function
+sbpcEmuSwitchStacks:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size sbpcEmuSwitchStacks, .-sbpcEmuSwitchStacks
+  .popsection
+)");
+#endif
+
 namespace sbpc_emu {
 namespace {
 
@@ -77,16 +131,29 @@ void checkRedzones(const std::string &what) {
 
 //===----------------------------------------------------------------------===//
 // Fibers
+//
+// On x86-64 a fiber switch is a few instructions (sbpcEmuSwitchStacks): the
+// callee-saved registers and the floating-point control words pushed on
+// one stack, the stack pointer swapped, the others popped. ucontext's
+// swapcontext, the fallback elsewhere, makes a system call for the signal
+// mask at every switch, which cost three quarters of an emulated run. Under
+// AddressSanitizer every switch is announced to it, so that it knows which
+// stack runs.
 //===----------------------------------------------------------------------===//
 
 enum class Wait { None, Barrier, Shuffle, Done };
 
 struct Fiber {
+#if SBPC_EMU_SWITCH_STACKS
+  void *sp = nullptr; // its stack pointer while it does not run
+#else
   ucontext_t context;
+#endif
   void *stack = nullptr;
   uint3 index;
   Wait wait = Wait::None;
   uint64_t value = 0; // what it offers in a shuffle
+  void *fakeStack = nullptr; // AddressSanitizer's, while it does not run
 };
 
 struct Block {
@@ -94,7 +161,15 @@ struct Block {
   const std::function<void()> *thread = nullptr;
   std::vector<Fiber> fibers;
   Fiber *current = nullptr;
+#if SBPC_EMU_SWITCH_STACKS
+  void *scheduler = nullptr;
+#else
   ucontext_t scheduler;
+#endif
+  // The scheduler's stack, for AddressSanitizer.
+  const void *schedulerStack = nullptr;
+  size_t schedulerStackSize = 0;
+  void *schedulerFakeStack = nullptr;
   std::string failure;
 };
 
@@ -114,10 +189,78 @@ void *stackFor(size_t i) {
   return stacks[i];
 }
 
-void fiberMain() {
+/// The scheduler runs fiber `f` until it waits or finishes.
+void resume(Fiber &f) {
+#if SBPC_EMU_ASAN
+  __sanitizer_start_switch_fiber(&block.schedulerFakeStack, f.stack, kFiberStack);
+#endif
+#if SBPC_EMU_SWITCH_STACKS
+  sbpcEmuSwitchStacks(&block.scheduler, f.sp);
+#else
+  swapcontext(&block.scheduler, &f.context);
+#endif
+#if SBPC_EMU_ASAN
+  __sanitizer_finish_switch_fiber(block.schedulerFakeStack, nullptr, nullptr);
+#endif
+}
+
+/// In a fiber that has just been resumed.
+void resumed() {
+#if SBPC_EMU_ASAN
+  __sanitizer_finish_switch_fiber(block.current->fakeStack, &block.schedulerStack,
+                                  &block.schedulerStackSize);
+#endif
+}
+
+/// The current fiber goes back to the scheduler (for good when `done`).
+void suspend(bool done) {
+#if SBPC_EMU_ASAN
+  __sanitizer_start_switch_fiber(done ? nullptr : &block.current->fakeStack,
+                                 block.schedulerStack, block.schedulerStackSize);
+#else
+  (void)done;
+#endif
+#if SBPC_EMU_SWITCH_STACKS
+  sbpcEmuSwitchStacks(&block.current->sp, block.scheduler);
+#else
+  swapcontext(&block.current->context, &block.scheduler);
+#endif
+}
+
+[[noreturn]] void fiberMain() {
+  resumed();
   (*block.thread)();
   block.current->wait = Wait::Done;
-  swapcontext(&block.current->context, &block.scheduler);
+  suspend(true);
+  std::abort(); // a finished fiber is never resumed
+}
+
+/// Makes fiber `f` start at fiberMain on its stack when first resumed.
+void prepare(Fiber &f, size_t i) {
+  f.stack = stackFor(i);
+#if SBPC_EMU_SWITCH_STACKS
+  // From the top: a slot for fiberMain's return address (it never
+  // returns; the stack is 16-byte aligned at its call as the ABI wants),
+  // fiberMain's address for switchStacks' ret, six registers, and the
+  // control words, which the fiber starts with as the scheduler has them.
+  auto *top = reinterpret_cast<uint64_t *>(static_cast<char *>(f.stack) + kFiberStack);
+  uint64_t *sp = top - 9;
+  uint32_t mxcsr;
+  uint16_t fpuControl;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpuControl));
+  sp[0] = mxcsr | uint64_t(fpuControl) << 32;
+  std::fill(sp + 1, sp + 7, 0);
+  sp[7] = reinterpret_cast<uint64_t>(&fiberMain);
+  sp[8] = 0;
+  f.sp = sp;
+#else
+  getcontext(&f.context);
+  f.context.uc_stack.ss_sp = f.stack;
+  f.context.uc_stack.ss_size = kFiberStack;
+  f.context.uc_link = nullptr;
+  makecontext(&f.context, fiberMain, 0);
+#endif
 }
 
 /// Back to the scheduler until a barrier or shuffle lets this fiber go on.
@@ -127,7 +270,8 @@ void yield(Wait wait) {
     return;
   }
   block.current->wait = wait;
-  swapcontext(&block.current->context, &block.scheduler);
+  suspend(false);
+  resumed();
 }
 
 std::string threadName(const uint3 &t) {
@@ -147,7 +291,7 @@ bool runWarp(size_t w) {
         continue;
       block.current = &f;
       threadIdx = f.index;
-      swapcontext(&block.scheduler, &f.context);
+      resume(f);
       block.current = nullptr;
       if (sticky != cudaSuccess)
         return false;
@@ -189,11 +333,7 @@ bool runBlock(dim3 blockShape, uint64_t serial) {
     f.index = {static_cast<unsigned>(i % blockShape.x),
                static_cast<unsigned>(i / blockShape.x % blockShape.y),
                static_cast<unsigned>(i / (size_t(blockShape.x) * blockShape.y))};
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = stackFor(i);
-    f.context.uc_stack.ss_size = kFiberStack;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, fiberMain, 0);
+    prepare(f, i);
   }
   size_t warps = (threads + 31) / 32;
   bool backwards = serial % 2;
