@@ -158,6 +158,10 @@ Backend::~Backend() {
     cublasLtDestroy(c.lt);
   if (c.blas)
     cublasDestroy(c.blas);
+  if (c.computeStop)
+    cudaEventDestroy(c.computeStop);
+  if (c.computeStart)
+    cudaEventDestroy(c.computeStart);
   if (c.stream)
     cudaStreamDestroy(c.stream);
   c = Context();
@@ -199,6 +203,9 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
     error = "cannot create the cuBLAS handle";
     return nullptr;
   }
+  if (!ok(cudaEventCreate(&c.computeStart), "creating the GPU's timing events", error) ||
+      !ok(cudaEventCreate(&c.computeStop), "creating the GPU's timing events", error))
+    return nullptr;
   if (cublasLtCreate(&c.lt) != CUBLAS_STATUS_SUCCESS) {
     error = "cannot create the cuBLASLt handle";
     return nullptr;
@@ -275,6 +282,31 @@ bool Backend::fill(void *dst, int64_t n, float value, size_t elementBytes,
 
 bool Backend::synchronize(std::string &error) {
   return ok(cudaStreamSynchronize(context().stream), "the queued GPU work", error);
+}
+
+bool Backend::markCompute(bool begin, std::string &error) {
+  Context &c = context();
+  if (!c.computeStart || begin == c.computing)
+    return true;
+  c.computing = begin;
+  if (begin)
+    return ok(cudaEventRecord(c.computeStart, c.stream), "timing the GPU", error);
+  float ms = 0;
+  if (!ok(cudaEventRecord(c.computeStop, c.stream), "timing the GPU", error) ||
+      !ok(cudaEventSynchronize(c.computeStop), "the queued GPU work", error) ||
+      !ok(cudaEventElapsedTime(&ms, c.computeStart, c.computeStop), "timing the GPU", error))
+    return false;
+  c.computeSeconds += ms / 1e3;
+  return true;
+}
+
+double Backend::takeComputeSeconds() {
+  Context &c = context();
+  if (!c.computeStart)
+    return -1;
+  double seconds = c.computeSeconds;
+  c.computeSeconds = 0;
+  return seconds;
 }
 
 } // namespace sbprt::cuda

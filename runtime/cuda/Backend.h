@@ -30,6 +30,9 @@ public:
   bool fill(void *dst, int64_t n, float value, size_t elementBytes,
             std::string &error) override;
   bool synchronize(std::string &error) override;
+  /// CUDA events on the stream: the GPU's time between the marks.
+  bool markCompute(bool begin, std::string &error) override;
+  double takeComputeSeconds() override;
 };
 
 } // namespace sbprt::cuda

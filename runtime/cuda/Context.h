@@ -36,6 +36,12 @@ struct Context {
   /// row, up to 4 KiB per column.
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
+  /// The device's clock around the program's computing (Backend::markCompute):
+  /// events recorded on the stream where it starts and stops, whether it has
+  /// started, and the seconds between the marks so far.
+  cudaEvent_t computeStart = nullptr, computeStop = nullptr;
+  bool computing = false;
+  double computeSeconds = 0;
 };
 
 Context &context();

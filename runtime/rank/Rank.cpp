@@ -279,17 +279,21 @@ void *Rank::reserve(uint64_t offset, uint64_t bytes) {
 }
 
 /// Adds the time from its construction to its destruction to ioSeconds_,
-/// after waiting for the work queued before it (which is compute).
+/// after waiting for the work queued before it (which is compute); the
+/// device's clock stops at its construction and goes on at its destruction.
 class Rank::IoTimer {
 public:
   explicit IoTimer(Rank &rank) : rank_(rank) {
     std::string error;
+    rank_.check(rank_.backend_->markCompute(false, error), error);
     rank_.check(rank_.backend_->synchronize(error), error);
     start_ = std::chrono::steady_clock::now();
   }
   ~IoTimer() {
     rank_.ioSeconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string error;
+    rank_.check(rank_.backend_->markCompute(true, error), error);
   }
 
 private:
@@ -301,15 +305,19 @@ void Rank::beginRepeat() {
   std::string error;
   check(backend_->synchronize(error), error);
   ioSeconds_ = 0;
+  backend_->takeComputeSeconds();
   repeatStart_ = std::chrono::steady_clock::now();
+  check(backend_->markCompute(true, error), error);
 }
 
 void Rank::endRepeat() {
   std::string error;
+  check(backend_->markCompute(false, error), error);
   check(backend_->synchronize(error), error);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - repeatStart_).count();
-  repeatSeconds_.emplace_back(seconds, std::max(0.0, seconds - ioSeconds_));
+  repeatSeconds_.push_back(
+      {seconds, std::max(0.0, seconds - ioSeconds_), backend_->takeComputeSeconds()});
 }
 
 void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
@@ -443,8 +451,12 @@ int Rank::finish() {
                           {"seconds", seconds}};
   if (!repeatSeconds_.empty()) {
     stats["repeats"] = nlohmann::json::array();
-    for (const auto &[all, compute] : repeatSeconds_)
-      stats["repeats"].push_back({{"seconds", all}, {"compute_seconds", compute}});
+    for (const RepeatTime &t : repeatSeconds_) {
+      nlohmann::json repeat = {{"seconds", t.seconds}, {"compute_seconds", t.computeSeconds}};
+      if (t.deviceSeconds >= 0)
+        repeat["device_compute_seconds"] = t.deviceSeconds;
+      stats["repeats"].push_back(repeat);
+    }
   }
   std::string path = outputDir_ + "/.shards/rank" + std::to_string(rank_) + ".json";
   std::ofstream file(path);

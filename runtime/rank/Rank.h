@@ -64,6 +64,13 @@ public:
                     std::string &error) = 0;
   /// Waits for the work queued so far; reports what failed in it.
   virtual bool synchronize(std::string &error) { return true; }
+  /// Marks where the program's computing begins and ends (between loads and
+  /// stores) on the device's own clock, which takeComputeSeconds() reads:
+  /// the device's time between the marks since it was last called, without
+  /// the host's waits for it; negative where the backend keeps no such
+  /// clock (the host's programs, whose computing is the host's time).
+  virtual bool markCompute(bool begin, std::string &error) { return true; }
+  virtual double takeComputeSeconds() { return -1; }
 };
 
 /// What the compiler knows about the program a rank runs.
@@ -168,7 +175,11 @@ private:
   int64_t repeats_ = 1;
   double ioSeconds_ = 0;
   std::chrono::steady_clock::time_point repeatStart_;
-  std::vector<std::pair<double, double>> repeatSeconds_; // (seconds, compute seconds)
+  struct RepeatTime {
+    double seconds, computeSeconds;
+    double deviceSeconds; // the backend's takeComputeSeconds(): negative if none
+  };
+  std::vector<RepeatTime> repeatSeconds_;
 };
 
 } // namespace sbprt::rank

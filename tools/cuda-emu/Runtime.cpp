@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -506,6 +507,41 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return status(); }
+
+struct CUevent_st {
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at;
+};
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  *event = new CUevent_st;
+  return status();
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return status();
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  if (!event)
+    return result(cudaErrorInvalidValue);
+  event->recorded = true;
+  event->at = std::chrono::steady_clock::now();
+  return status();
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return event ? status() : result(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  // CUDA refuses events never recorded (cudaErrorInvalidResourceHandle).
+  if (!ms || !start || !end || !start->recorded || !end->recorded)
+    return result(cudaErrorInvalidValue);
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return status();
+}
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
   *pointer = nullptr;

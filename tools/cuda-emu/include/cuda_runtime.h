@@ -73,6 +73,10 @@ typedef enum cudaDataType_t {
 struct CUstream_st;
 typedef CUstream_st *cudaStream_t;
 constexpr unsigned cudaStreamNonBlocking = 1;
+/// An event: the host's clock when it was recorded (the stream runs each
+/// call when it is made).
+struct CUevent_st;
+typedef CUevent_st *cudaEvent_t;
 
 struct cudaUUID_t {
   char bytes[16];
@@ -92,6 +96,11 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attribute, int dev
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaMalloc(void **pointer, size_t bytes);
 cudaError_t cudaFree(void *pointer);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
