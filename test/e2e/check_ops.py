@@ -808,6 +808,7 @@ def main():
                     "bundle directory (test/gpu/export.py)")
     ap.add_argument("--bundle-target", choices=["cpu", "cuda"], default="cuda")
     args = ap.parse_args()
+    args.workdir = os.path.abspath(args.workdir)  # programs run from their case directory
     if (args.bundle or args.precision != "f32") and not args.compiled:
         sys.exit("check_ops: --bundle and --precision need --compiled")
     sbpc = shutil.which(args.sbpc) or os.path.abspath(args.sbpc)

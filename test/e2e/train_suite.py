@@ -100,7 +100,7 @@ def main():
     if args.matrix:
         args.cases = [f"{case}:zero={z}:micro-batches={mb}:recompute={rc}" for case in args.cases
                       for z in range(4) for mb in (1, 4) for rc in ("none", "full")]
-    work = args.workdir
+    work = os.path.abspath(args.workdir)  # programs run from their case directory
     path = fresh_workdir(work)
     rng = np.random.default_rng(args.seed)
     spec = dict(GPT if args.model == "gpt" else MLP)

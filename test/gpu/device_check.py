@@ -15,8 +15,9 @@ rank by rank, against what the CPU program of the same flags wrote:
   as the CPU program did.
 
 Cases marked "sanitize" (one rank) are also run under compute-sanitizer's
-memcheck, racecheck and initcheck when --sanitizer names it. Where the
-sanitizer itself cannot run (a GPU it does not support), that is said once
+memcheck, racecheck and initcheck (or the tools the case names) when
+--sanitizer names it; a tool the case leaves out is said with its reason.
+Where the sanitizer itself cannot run (a GPU it does not support), that is said once
 and in the summary, and no case is sanitized.
 
 Every run is bounded: its ranks' watchdog gets --timeout, and a minute past
@@ -25,10 +26,14 @@ it mpirun is stopped, and with it its ranks.
 Prints one line per case and a summary, writes --json, exits non-zero if
 any case failed.
 
+--jobs N checks N cases at a time (they share the GPU; lines come as cases
+finish, the JSON in the cases' order).
+
 usage: device_check.py --cases DIR [--json FILE] [--sanitizer compute-sanitizer]
-                       [--filter SUBSTRING] [--keep DIR]
+                       [--filter SUBSTRING] [--keep DIR] [--jobs N]
 """
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -193,8 +198,10 @@ def check_case(case_dir, args):
             problems += [f"{run['name']}: {p}" for p in found]
             worst = max(worst, err)
         tools = []
-        if case.get("sanitize") and args.sanitizer and not args.sanitizer_unusable:
-            for tool in ("memcheck", "racecheck", "initcheck"):
+        wanted = case.get("sanitize")
+        wanted = ["memcheck", "racecheck", "initcheck"] if wanted is True else wanted or []
+        if wanted and args.sanitizer and not args.sanitizer_unusable:
+            for tool in wanted:
                 found, unusable = sanitize(case_dir, case["runs"][0], args.sanitizer, tool, work,
                                            args.timeout)
                 if unusable:
@@ -213,7 +220,8 @@ def check_case(case_dir, args):
             shutil.copytree(work, kept)
     return {"name": case["name"], "ok": not problems, "problems": problems,
             "max_rel_err": worst, "rtol": case["rtol"], "runs": len(case["runs"]),
-            "sanitized": tools, "seconds": round(time.time() - start, 2)}
+            "sanitized": tools, "unsanitized": case.get("unsanitized", {}) if tools else {},
+            "seconds": round(time.time() - start, 2)}
 
 
 def main():
@@ -224,7 +232,10 @@ def main():
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
     ap.add_argument("--keep", help="keep the outputs of failing cases here")
+    ap.add_argument("--jobs", type=int, default=1, help="cases checked at a time (default 1)")
     args = ap.parse_args()
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
     args.sanitizer_unusable = None
     cases = sorted(d for d in glob.glob(os.path.join(args.cases, "*"))
                    if os.path.exists(os.path.join(d, "case.json")) and args.filter in d)
@@ -232,25 +243,29 @@ def main():
         sys.exit(f"device-check: no cases in {args.cases}")
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
-    results = []
+    results = []  # (the case's index, its result)
 
     def write_json():
         if args.json:
-            failed = sum(not r["ok"] for r in results)
+            failed = sum(not r["ok"] for _, r in results)
+            ordered = [r for _, r in sorted(results, key=lambda r: r[0])]
             with open(args.json, "w") as f:
-                json.dump({"cases": results, "ok": len(results) - failed, "failed": failed,
+                json.dump({"cases": ordered, "ok": len(results) - failed, "failed": failed,
                            "of": len(cases), "sanitizer": args.sanitizer,
                            "sanitizer_unusable": args.sanitizer_unusable}, f, indent=1)
 
-    for case_dir in cases:
-        result = check_case(case_dir, args)
-        results.append(result)
-        write_json()  # after each case: a run cut short keeps what it checked
-        detail = "; ".join(result["problems"][:4]) if result["problems"] else \
-            f"max rel err {result['max_rel_err']:.1e} over {result['runs']} run(s)" + \
-            (", " + "/".join(result["sanitized"]) + " clean" if result["sanitized"] else "")
-        print(f"{'ok  ' if result['ok'] else 'FAIL'} {result['name']}: {detail}", flush=True)
-    failed = sum(not r["ok"] for r in results)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        pending = {pool.submit(check_case, case_dir, args): i for i, case_dir in enumerate(cases)}
+        for future in concurrent.futures.as_completed(pending):
+            result = future.result()
+            results.append((pending[future], result))
+            write_json()  # after each case: a run cut short keeps what it checked
+            detail = "; ".join(result["problems"][:4]) if result["problems"] else \
+                f"max rel err {result['max_rel_err']:.1e} over {result['runs']} run(s)" + \
+                (", " + "/".join(result["sanitized"]) + " clean" if result["sanitized"] else "") + \
+                "".join(f" ({tool} not run: {why})" for tool, why in result["unsanitized"].items())
+            print(f"{'ok  ' if result['ok'] else 'FAIL'} {result['name']}: {detail}", flush=True)
+    failed = sum(not r["ok"] for _, r in results)
     print(f"device-check: {len(results) - failed} ok, {failed} failed" +
           (f"; compute-sanitizer could not run ({args.sanitizer_unusable})"
            if args.sanitizer_unusable else ""))

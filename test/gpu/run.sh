@@ -9,7 +9,8 @@
 #   run.sh [--no-check] [--no-bench] [--check-args "..."] [--bench-args "..."] [OUTPUT_DIR]
 #
 # --check-args passes more options to device_check.py (--filter NAME to
-# check some cases, --timeout SECONDS per run); --bench-args to run.py
+# check some cases, --timeout SECONDS per run, --jobs N cases at a time);
+# --bench-args to run.py
 # (--models small, --repeat N, --timeout SECONDS per program).
 # OUTPUT_DIR (default: results/ beside this script) receives check.json,
 # check.log, bench.json, bench.md and env.txt (and failed/, the outputs of
