@@ -372,13 +372,12 @@ def measure(args, peaks, name):
     x_path = os.path.join(args.workdir, "x.npy")
     records = []
     wanted = args.models.split(",") if args.models else None
-    if wanted == ["none"]:  # the GEMM layers alone
-        wanted = [e["model"] for e in prepared["programs"] if e["workload"] == "gemm"]
-        prepared["programs"] = [e for e in prepared["programs"] if e["workload"] == "gemm"]
     for entry in prepared["programs"]:
         model, workload = entry["model"], entry["workload"]
         precision = entry.get("precision", "f32")  # programs.json before bf16 had none
-        if wanted and model not in wanted:
+        if wanted == ["none"] and workload != "gemm":  # the GEMM layers alone
+            continue
+        if wanted and wanted != ["none"] and model not in wanted:
             continue
         spec = MODELS[model]
         what = entry.get("layer", workload)

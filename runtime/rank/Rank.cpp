@@ -305,7 +305,7 @@ void Rank::beginRepeat() {
   std::string error;
   check(backend_->synchronize(error), error);
   ioSeconds_ = 0;
-  backend_->takeComputeSeconds();
+  backend_->takeComputeSeconds(); // from zero: what ran before this run is not its
   repeatStart_ = std::chrono::steady_clock::now();
   check(backend_->markCompute(true, error), error);
 }

@@ -44,7 +44,7 @@ sys.path.insert(0, HERE)
 from npy_tools import (random_gpt_params, relative_errors, tolerance_problem,  # noqa: E402
                        write_safetensors)
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
-from export import BF16_UNSANITIZED, DEVICE_FLAGS, export_case  # noqa: E402
+from export import BF16_TOOLS, BF16_UNSANITIZED, DEVICE_FLAGS, export_case  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=8, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
@@ -144,12 +144,12 @@ def check_case(args, work, name, compile_flags, inputs, reference, nranks):
         try:
             bf16 = args.precision == "bf16"
             kind = ("-grad" if args.autodiff else "") + ("-bf16" if bf16 else "")
+            sanitize = nranks == 1  # compute-sanitizer follows one rank
             export_case(args.bundle, f"{args.model}{kind}-{name}",
                         out, device, [("run", ["--params", os.path.join(work, "params.safetensors"),
                                                *inputs])], args.rtol, args.norm_rtol,
-                        bf16=bf16, sanitize=nranks == 1 and (
-                            ["memcheck", "racecheck"] if bf16 else True),
-                        unsanitized=BF16_UNSANITIZED if bf16 and nranks == 1 else None)
+                        bf16=bf16, sanitize=sanitize and (BF16_TOOLS if bf16 else True),
+                        unsanitized=BF16_UNSANITIZED if sanitize and bf16 else None)
         except RuntimeError as e:
             return "FAIL", f"bundle: {e}"
         shutil.rmtree(device, ignore_errors=True)

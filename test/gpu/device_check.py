@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -176,6 +177,9 @@ def sanitize(case_dir, run, sanitizer, tool, work, timeout):
     return f"{tool}: {found}", None
 
 
+SAID = threading.Lock()  # args.sanitizer_unusable, set by the cases' threads
+
+
 def check_case(case_dir, args):
     case = json.load(open(os.path.join(case_dir, "case.json")))
     problems, worst, start = [], 0.0, time.time()
@@ -205,10 +209,14 @@ def check_case(case_dir, args):
                 found, unusable = sanitize(case_dir, case["runs"][0], args.sanitizer, tool, work,
                                            args.timeout)
                 if unusable:
-                    # Said once; the other cases are not sanitized either.
-                    args.sanitizer_unusable = unusable
-                    print(f"device-check: compute-sanitizer cannot run here ({unusable}); "
-                          "no case is sanitized", flush=True)
+                    # Said once, by the first case to find it (--jobs); the
+                    # other cases are not sanitized either.
+                    with SAID:
+                        first = not args.sanitizer_unusable
+                        args.sanitizer_unusable = unusable
+                    if first:
+                        print(f"device-check: compute-sanitizer cannot run here ({unusable}); "
+                              "no case is sanitized", flush=True)
                     tools = []
                     break
                 if found:

@@ -69,6 +69,7 @@ def _localize(args, run, inputs_dir, copied):
 # GEMM's result as reads of memory never written; docs/cuda.md, "On a
 # GPU"): a bf16 program whose kernels read GEMM results is not
 # initchecked.
+BF16_TOOLS = ["memcheck", "racecheck"]
 BF16_UNSANITIZED = {"initcheck": "cuBLAS's bf16 GEMM results look unwritten to it (docs/cuda.md)"}
 
 

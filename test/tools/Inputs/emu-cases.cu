@@ -141,6 +141,24 @@ int main(int argc, char **argv) {
                 cudaGetErrorString(cudaMemcpyAsync(x, host, sizeof host,
                                                    cudaMemcpyDeviceToDevice)));
     status("later");
+  } else if (name == "events") {
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    float ms = -1;
+    std::printf("never recorded: %s\n",
+                cudaGetErrorString(cudaEventElapsedTime(&ms, start, stop)));
+    status("last error");
+    float *x = deviceFloats({0});
+    cudaEventRecord(start);
+    writeAt<<<1, 1>>>(x, 0);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    cudaError_t e = cudaEventElapsedTime(&ms, start, stop);
+    std::printf("around a kernel: %s, %s\n", cudaGetErrorString(e),
+                ms >= 0 ? "not negative" : "negative");
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
   } else if (name == "gemm") {
     // Column-major A (2 x 3, lda 2) = [[1, 3, 5], [2, 4, 6]] and B (3 x 2,
     // ldb 3) = [[1, 4], [2, 5], [3, 6]]: C = A B = [[22, 49], [28, 64]],
