@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -193,6 +194,9 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
   c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
   c.onePassRows = envInt({"SBPRT_CUDA_ONE_PASS"}, 1) != 0;
+  c.gemmPadBytes = static_cast<size_t>(std::clamp<long long>(
+      envInt({"SBPRT_CUDA_GEMM_PAD"}, static_cast<int>(kLtWorkspaceBytes)), 0,
+      static_cast<long long>(kLtWorkspaceBytes)));
   if (!ok(cudaSetDevice(c.device), "selecting the GPU", error) ||
       !ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "creating the stream",
           error))

@@ -16,6 +16,9 @@
 
 namespace sbprt::cuda {
 
+/// The bytes of cuBLASLt workspace, allocated with the handle.
+constexpr size_t kLtWorkspaceBytes = 32u << 20;
+
 struct Context {
   int device = -1;
   cudaStream_t stream = nullptr;
@@ -31,6 +34,10 @@ struct Context {
   /// SBPRT_CUDA_ONE_PASS=0: the row kernels (softmax, layer norm and their
   /// gradients) always loop over their rows, never hold a row in registers.
   bool onePassRows = true;
+  /// SBPRT_CUDA_GEMM_PAD=BYTES: the most of the cuBLASLt workspace a bf16
+  /// GEMM with misaligned rows uses to pad them (Gemm.cu); 0: none, the
+  /// GEMM as it is.
+  size_t gemmPadBytes = kLtWorkspaceBytes;
   /// Kernel workspace outside the arena (per-row statistics, per-chunk
   /// column sums, staged ids), grown on demand and kept: a few bytes per
   /// row, up to 4 KiB per column.
@@ -72,8 +79,6 @@ cudaError_t copyRows(void *dst, size_t dstPitch, const void *src, size_t srcPitc
 template <typename T> cudaError_t fillAsync(T *dst, int64_t n, T value);
 /// At least `bytes` of workspace on the device.
 void *workspace(size_t bytes);
-/// The bytes of cuBLASLt workspace, allocated with the handle.
-constexpr size_t kLtWorkspaceBytes = 32u << 20;
 /// Frees exec.linear's cached cuBLASLt plans (Gemm.cu).
 void releaseLinearPlans();
 

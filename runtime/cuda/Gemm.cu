@@ -5,6 +5,12 @@
 // operands and result with f32 accumulation (cublasGemmStridedBatchedEx,
 // CUBLAS_COMPUTE_32F).
 //
+// A bf16 GEMM whose A or C rows are not 16-byte aligned (the logits of an
+// odd vocabulary, [T, 50257], and their gradients) would get cuBLAS's
+// narrow-load kernels, several times slower than its tensor-core ones; it
+// goes in chunks of C's rows through a scratch with padded rows instead
+// (paddedGemm below).
+//
 // exec.linear on cuBLASLt: the same GEMM with the bias (and GELU) in the
 // epilogue, one plan (descriptors and the heuristic's algorithm) per shape
 // and operand alignment, kept for the run.
@@ -17,6 +23,112 @@
 #include <type_traits>
 
 namespace sbprt::cuda {
+namespace {
+
+/// The largest power of two up to 256 that divides `p`'s address.
+uint32_t alignmentOf(const void *p) {
+  auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && address % align)
+    align /= 2;
+  return align;
+}
+
+/// Whether rows `ld` elements of `bytes` apart from `p` all start on 16 bytes.
+bool rowsAligned(const void *p, int64_t ld, size_t bytes) {
+  return alignmentOf(p) >= 16 && (ld * static_cast<int64_t>(bytes)) % 16 == 0;
+}
+
+/// `rows` rows of `cols` elements, `srcLd` apart in `src`, to `dstLd`
+/// apart in `dst`, zeros after them up to dstLd (a padded row is all
+/// written: the GEMM's wide loads may read its tail): one thread per
+/// element, consecutive threads along a row.
+template <typename T>
+__global__ void copyMatrixKernel(T *dst, int64_t dstLd, const T *src, int64_t srcLd,
+                                 int64_t rows, int64_t cols) {
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y)
+    for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < dstLd;
+         col += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      dst[row * dstLd + col] = col < cols ? src[row * srcLd + col] : T(0.0f);
+}
+
+template <typename T>
+void copyMatrix(T *dst, int64_t dstLd, const T *src, int64_t srcLd, int64_t rows, int64_t cols) {
+  dim3 grid(blocksFor(dstLd) < 1024 ? blocksFor(dstLd) : 1024,
+            static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  copyMatrixKernel<<<grid, kThreads, 0, stream()>>>(dst, dstLd, src, srcLd, rows, cols);
+  launched("matmul (padding)");
+}
+
+int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/// Row-major bf16 C[m, n] = op(A) op(B) (one product) when B's rows are
+/// 16-byte aligned and A's or C's are not: in chunks of C's rows, each
+/// through the cuBLASLt workspace (free between exec.linear's calls on the
+/// same stream), A's chunk copied there with rows padded to 16 bytes, C's
+/// computed there padded and copied out. False, having done nothing, where
+/// that does not apply or SBPRT_CUDA_GEMM_PAD=0.
+bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int64_t k,
+                bool transposeA, bool transposeB) {
+  constexpr int64_t kElement = sizeof(bf16), kRowAlign = 16 / sizeof(bf16);
+  int64_t lda = transposeA ? m : k, ldb = transposeB ? k : n;
+  bool padA = !rowsAligned(a, lda, kElement), padC = !rowsAligned(c, n, kElement);
+  int64_t budget = static_cast<int64_t>(context().gemmPadBytes);
+  if (!(padA || padC) || !rowsAligned(b, ldb, kElement) || budget <= 0)
+    return false;
+  // Scratch bytes per row of C: A's (k elements, padded unless A is
+  // transposed, whose chunk is k rows of the chunk's width) and C's.
+  int64_t padK = roundUp(k, kRowAlign), padN = roundUp(n, kRowAlign);
+  int64_t perRow = (padA ? (transposeA ? k : padK) : 0) * kElement + (padC ? padN * kElement : 0);
+  int64_t chunk = (budget - 256) / perRow;
+  chunk = chunk >= 64 ? chunk / 64 * 64 : chunk / kRowAlign * kRowAlign;
+  // Rows too long for the scratch; or chunks whose products are too small
+  // to fill the GPU (fewer elements than a 32nd of the scratch's bytes,
+  // 2^20 by default), as the gradient by a 50,257-row embedding would get
+  // (320 rows of 768 per chunk): as they are.
+  if (chunk < kRowAlign || (chunk < m && chunk * n < budget / 32))
+    return false;
+  // A multiple of kRowAlign: a chunk of m, rounded up, still fits.
+  chunk = std::min(chunk, m);
+  auto *scratchA = static_cast<bf16 *>(context().ltWorkspace);
+  int64_t aElements = transposeA ? k * roundUp(chunk, kRowAlign) : chunk * padK;
+  int64_t aBytes = padA ? roundUp(aElements * kElement, 256) : 0;
+  auto *scratchC = reinterpret_cast<bf16 *>(static_cast<char *>(context().ltWorkspace) + aBytes);
+  float one = 1.0f, zero = 0.0f;
+  cublasOperation_t opB = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opA = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  for (int64_t first = 0; first < m; first += chunk) {
+    int64_t rows = std::min(chunk, m - first);
+    // A's rows of this chunk: stored [rows, k], or columns of stored [k, m].
+    const bf16 *aChunk = transposeA ? a + first : a + first * k;
+    int64_t aLd = lda;
+    if (padA && transposeA) {
+      aLd = roundUp(rows, kRowAlign);
+      copyMatrix(scratchA, aLd, aChunk, m, k, rows);
+      aChunk = scratchA;
+    } else if (padA) {
+      aLd = padK;
+      copyMatrix(scratchA, aLd, aChunk, k, rows, k);
+      aChunk = scratchA;
+    }
+    bf16 *cChunk = padC ? scratchC : c + first * n;
+    int64_t cLd = padC ? padN : n;
+    check(cublasGemmStridedBatchedEx(context().blas, opB, opA, static_cast<int>(n),
+                                     static_cast<int>(rows), static_cast<int>(k), &one, b,
+                                     CUDA_R_16BF, static_cast<int>(ldb), 0, aChunk, CUDA_R_16BF,
+                                     static_cast<int>(aLd), 0, &zero, cChunk, CUDA_R_16BF,
+                                     static_cast<int>(cLd), 0, 1, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT),
+          "matmul");
+    if (padC)
+      copyMatrix(c + first * n, n, scratchC, cLd, rows, n);
+  }
+  if (context().syncEachOp)
+    check(cudaStreamSynchronize(context().stream), "matmul");
+  return true;
+}
+
+} // namespace
 
 template <typename T>
 void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
@@ -35,6 +147,9 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
     check(cudaMemsetAsync(c, 0, batch * m * n * sizeof(T), context().stream), "matmul");
     return;
   }
+  if constexpr (std::is_same_v<T, bf16>)
+    if (batch == 1 && paddedGemm(a, b, c, m, n, k, transposeA, transposeB))
+      return;
   // Row-major A is m x k (k x m when transposed): column-major k x m, ld k
   // (m x k, ld m). Likewise B.
   int lda = static_cast<int>(transposeA ? m : k), ldb = static_cast<int>(transposeB ? k : n);
@@ -87,15 +202,6 @@ struct LinearPlan {
 std::map<LinearKey, LinearPlan> &linearPlans() {
   static std::map<LinearKey, LinearPlan> plans;
   return plans;
-}
-
-/// The largest power of two up to 256 that divides `p`'s address.
-uint32_t alignmentOf(const void *p) {
-  auto address = reinterpret_cast<uintptr_t>(p);
-  uint32_t align = 256;
-  while (align > 1 && address % align)
-    align /= 2;
-  return align;
 }
 
 /// Row-major y[rows, n] = x[rows, k] w is column-major y^T (n x rows) =

@@ -611,6 +611,50 @@ __global__ void layerNormGradColumnsKernel(const double *partial, int64_t chunks
   }
 }
 
+/// A reduction over the leading axes, [rows, width] with the rows reduced
+/// (a bias's gradient: dy summed over batch and sequence), the same way:
+/// block (t, c) reduces columns 32t .. 32t + 31 over row chunk c, a warp
+/// reading a row's 32 consecutive columns, into partial[c]; then the chunks
+/// in order. A block per output would read a column, one element per 32
+/// bytes fetched.
+template <typename T>
+__global__ void columnPartialsKernel(ReduceKind kind, const T *in, double *partial,
+                                     int64_t rows, int64_t width, int64_t rowsPerChunk) {
+  __shared__ double lanes[kColumnLanes][32];
+  bool isMax = kind == ReduceKind::Max;
+  int64_t i = blockIdx.x * 32 + threadIdx.x;
+  int64_t begin = blockIdx.y * rowsPerChunk;
+  int64_t end = begin + rowsPerChunk < rows ? begin + rowsPerChunk : rows;
+  double value = isMax ? -INFINITY : 0.0;
+  if (i < width)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kColumnLanes) {
+      double x = static_cast<float>(in[r * width + i]);
+      value = isMax ? fmax(value, x) : value + x;
+    }
+  lanes[threadIdx.y][threadIdx.x] = value;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < width) {
+    for (int lane = 1; lane < kColumnLanes; ++lane)
+      value = isMax ? fmax(value, lanes[lane][threadIdx.x]) : value + lanes[lane][threadIdx.x];
+    partial[blockIdx.y * width + i] = value;
+  }
+}
+
+template <typename T>
+__global__ void columnTotalsKernel(ReduceKind kind, const double *partial, int64_t chunks,
+                                   int64_t rows, int64_t width, T *out) {
+  bool isMax = kind == ReduceKind::Max;
+  SBPRT_FOR_EACH(i, width) {
+    double value = partial[i];
+    for (int64_t c = 1; c < chunks; ++c)
+      value = isMax ? fmax(value, partial[c * width + i]) : value + partial[c * width + i];
+    out[i] = static_cast<float>(kind == ReduceKind::Mean ? value / rows : value);
+  }
+}
+
+/// Chunks of at least 64 rows, at most 256 of them (the column kernels').
+int64_t columnChunks(int64_t rows) { return std::min<int64_t>(256, (rows + 63) / 64); }
+
 /// The rows' losses summed in row order.
 template <typename T>
 __global__ void sumRowsKernel(const double *rowLoss, int64_t rows, T *loss) {
@@ -671,12 +715,27 @@ void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<
   int64_t outputs = elementsOf(keptShape), reducedCount = elementsOf(reducedShape);
   if (outputs == 0)
     return;
+  // The reduced axes lead: [reducedCount, outputs] row-major.
+  bool leading = true;
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d)
+    leading = leading && std::find(dims.begin(), dims.end(), d) != dims.end();
   // Enough outputs to fill the GPU a thread each, few elements each: a
-  // thread per output; else a block per output.
-  if (outputs >= 32768 && reducedCount <= 1024)
+  // thread per output; else over leading axes, columns in chunks of rows;
+  // else a block per output.
+  if (outputs >= 32768 && reducedCount <= 1024) {
     reduceOutputsKernel<<<blocksFor(outputs), kThreads, 0, stream()>>>(kind, in, out, kept, along,
                                                                      outputs, reducedCount);
-  else
+  } else if (leading && reducedCount > 0) {
+    int64_t chunks = columnChunks(reducedCount);
+    int64_t rowsPerChunk = (reducedCount + chunks - 1) / chunks;
+    auto *partial = static_cast<double *>(workspace(chunks * outputs * sizeof(double)));
+    dim3 tiles(static_cast<unsigned>((outputs + 31) / 32), static_cast<unsigned>(chunks));
+    columnPartialsKernel<<<tiles, dim3(32, kColumnLanes), 0, stream()>>>(
+        kind, in, partial, reducedCount, outputs, rowsPerChunk);
+    launched("reduce");
+    columnTotalsKernel<<<blocksFor(outputs), kThreads, 0, stream()>>>(kind, partial, chunks,
+                                                                      reducedCount, outputs, out);
+  } else
     reduceKernel<<<outputs, kRowThreads, 0, stream()>>>(kind, in, out, kept, along, reducedCount);
   launched("reduce");
 }
@@ -767,8 +826,8 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
     check(cudaMemsetAsync(dbias, 0, width * sizeof(T), stream()), "layer norm gradient");
     return;
   }
-  // Chunks of at least 64 rows, at most 256 chunks: [moments | partials].
-  int64_t chunks = std::min<int64_t>(256, (rows + 63) / 64);
+  // [moments | partials].
+  int64_t chunks = columnChunks(rows);
   int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
   auto *moments =
       static_cast<double *>(workspace((2 * rows + 2 * chunks * width) * sizeof(double)));

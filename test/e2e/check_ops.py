@@ -228,9 +228,9 @@ def one_input(op, shape, attrs, fn):
     return make
 
 
-def reduce(op, fn, dims, keepdims):
+def reduce(op, fn, dims, keepdims, shape=(3, 4, 5)):
     attrs = f" dims {dims}" + (" keepdims" if keepdims else "")
-    return one_input(op, (3, 4, 5), attrs, lambda x: fn(x, axis=tuple(dims), keepdims=keepdims))
+    return one_input(op, shape, attrs, lambda x: fn(x, axis=tuple(dims), keepdims=keepdims))
 
 
 def softmax_like(op, axis, shape=(2, 3, 5)):
@@ -551,12 +551,24 @@ CASES = [
     ("matmul transpose_rhs", matmul((2, 3, 4), (5, 4), tr=True)),
     ("matmul transpose_rhs batched", matmul((2, 3, 4), (2, 5, 4), tr=True)),
     ("matmul transpose_lhs transpose_rhs", matmul((2, 4, 3), (2, 5, 4), tl=True, tr=True)),
+    # Rows of the lhs or the product not 16-byte aligned in bf16 while the
+    # rhs's are, as in a head over an odd vocabulary (logits [T, V], their
+    # gradient by the embedding, the embedding's by the logits'): the CUDA
+    # target pads them in chunks of the product's rows (runtime/cuda/Gemm.cu).
+    ("matmul, lhs rows misaligned", matmul((20, 9), (9, 8))),
+    ("matmul, product rows misaligned", matmul((4, 6, 8), (9, 8), tr=True)),
+    ("matmul transpose_lhs, lhs rows misaligned", matmul((9, 20), (9, 8), tl=True)),
     ("reduce_sum dims [1] keepdims", reduce("reduce_sum", np.sum, [1], True)),
     ("reduce_sum dims [0, 2]", reduce("reduce_sum", np.sum, [0, 2], False)),
     ("reduce_mean dims [2]", reduce("reduce_mean", np.mean, [2], False)),
     ("reduce_mean dims [0, 1] keepdims", reduce("reduce_mean", np.mean, [0, 1], True)),
     ("reduce_max dims [1, 2]", reduce("reduce_max", np.max, [1, 2], False)),
     ("reduce_max dims [0] keepdims", reduce("reduce_max", np.max, [0], True)),
+    # Over leading axes with many rows, as a bias's gradient: the CUDA
+    # target sums columns in chunks of 64 rows (here 3, the last short).
+    ("reduce_sum dims [0, 1] of 160 rows", reduce("reduce_sum", np.sum, [0, 1], True, (4, 40, 5))),
+    ("reduce_mean dims [0] of 150 rows", reduce("reduce_mean", np.mean, [0], False, (150, 33))),
+    ("reduce_max dims [0, 1] of 160 rows", reduce("reduce_max", np.max, [0, 1], False, (4, 40, 5))),
     ("softmax axis -1 (2)", softmax_like("softmax", 2)),
     ("softmax axis 1", softmax_like("softmax", 1)),
     ("log_softmax axis -1 (2)", softmax_like("log_softmax", 2)),
