@@ -122,6 +122,29 @@ Strided stridedOf(const std::vector<int64_t> &shape) {
   return s;
 }
 
+Strided collapsed(const Strided &view) {
+  Strided out;
+  out.start[0] = view.start[0];
+  out.start[1] = view.start[1];
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.shape[d] == 1)
+      continue;
+    int last = out.rank - 1;
+    if (last >= 0 && out.stride[0][last] == view.stride[0][d] * view.shape[d] &&
+        out.stride[1][last] == view.stride[1][d] * view.shape[d]) {
+      out.shape[last] *= view.shape[d];
+      out.stride[0][last] = view.stride[0][d];
+      out.stride[1][last] = view.stride[1][d];
+      continue;
+    }
+    out.shape[out.rank] = view.shape[d];
+    out.stride[0][out.rank] = view.stride[0][d];
+    out.stride[1][out.rank] = view.stride[1][d];
+    ++out.rank;
+  }
+  return out;
+}
+
 std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
                                       const std::vector<int64_t> &outShape) {
   std::vector<int64_t> own = stridesOf(shape), result(outShape.size(), 0);

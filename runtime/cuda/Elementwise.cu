@@ -85,10 +85,11 @@ __global__ void convertKernel(const From *in, To *out, int64_t n) {
 }
 
 /// Runs stridedCopyKernel on `elementBytes`-byte elements.
-void stridedCopy(const void *in, void *out, size_t elementBytes, int64_t n, const Strided &view,
+void stridedCopy(const void *in, void *out, size_t elementBytes, int64_t n, const Strided &walk,
                  const char *what) {
   if (n == 0)
     return;
+  Strided view = collapsed(walk);
   if (elementBytes == 8)
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
         static_cast<const int64_t *>(in), static_cast<int64_t *>(out), n, view);
@@ -148,7 +149,8 @@ void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
     view.stride[0][d] = l[d];
     view.stride[1][d] = r[d];
   }
-  binaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, lhs, rhs, out, n, view);
+  binaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, lhs, rhs, out, n,
+                                                       collapsed(view));
   launched("binary");
 }
 

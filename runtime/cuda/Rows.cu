@@ -712,6 +712,8 @@ void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<
     kept.stride[0][d] = keptStrides[d];
   for (size_t d = 0; d < reducedShape.size(); ++d)
     along.stride[0][d] = reducedStrides[d];
+  kept = collapsed(kept);
+  along = collapsed(along);
   int64_t outputs = elementsOf(keptShape), reducedCount = elementsOf(reducedShape);
   if (outputs == 0)
     return;
