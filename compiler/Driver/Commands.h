@@ -76,6 +76,8 @@ struct RunCompiledCommand {
   bool quiet = false; // no progress or "wrote" lines
   /// Runs of the program in each rank's process (timed; run.json's repeats).
   int64_t repeat = 1;
+  /// Time every op too (run.json's ranks[].ops).
+  bool profileOps = false;
 };
 mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
 

@@ -163,6 +163,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     args.insert(args.end(), {"--memory-limit", std::to_string(command.memoryLimit)});
   if (command.repeat > 1)
     args.insert(args.end(), {"--repeat", std::to_string(command.repeat)});
+  if (command.profileOps)
+    args.insert(args.end(), {"--profile", "ops"});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string log = joinPath(command.outputDir, "job.log");
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),

@@ -182,6 +182,8 @@ Backend::~Backend() {
     cublasLtDestroy(c.lt);
   if (c.blas)
     cublasDestroy(c.blas);
+  for (cudaEvent_t event : c.opEvents)
+    cudaEventDestroy(event);
   if (c.computeStop)
     cudaEventDestroy(c.computeStop);
   if (c.computeStart)
@@ -335,5 +337,30 @@ double Backend::takeComputeSeconds() {
   c.computeSeconds = 0;
   return seconds;
 }
+
+int64_t Backend::markOp(std::string &error) {
+  Context &c = context();
+  if (!c.stream)
+    return -1;
+  if (c.opMarks == c.opEvents.size()) {
+    cudaEvent_t event = nullptr;
+    if (!ok(cudaEventCreate(&event), "creating an op's timing event", error))
+      return -1;
+    c.opEvents.push_back(event);
+  }
+  if (!ok(cudaEventRecord(c.opEvents[c.opMarks], c.stream), "timing an op", error))
+    return -1;
+  return static_cast<int64_t>(c.opMarks++);
+}
+
+double Backend::opSeconds(int64_t from, int64_t to, std::string &error) {
+  Context &c = context();
+  float ms = 0;
+  if (!ok(cudaEventElapsedTime(&ms, c.opEvents[from], c.opEvents[to]), "timing an op", error))
+    return -1;
+  return ms / 1e3;
+}
+
+void Backend::resetOpMarks() { context().opMarks = 0; }
 
 } // namespace sbprt::cuda

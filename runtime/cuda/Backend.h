@@ -33,6 +33,11 @@ public:
   /// CUDA events on the stream: the GPU's time between the marks.
   bool markCompute(bool begin, std::string &error) override;
   double takeComputeSeconds() override;
+  /// --profile ops: an event recorded on the stream per op, from a pool
+  /// kept for the run.
+  int64_t markOp(std::string &error) override;
+  double opSeconds(int64_t from, int64_t to, std::string &error) override;
+  void resetOpMarks() override;
 };
 
 } // namespace sbprt::cuda

@@ -49,6 +49,10 @@ struct Context {
   cudaEvent_t computeStart = nullptr, computeStop = nullptr;
   bool computing = false;
   double computeSeconds = 0;
+  /// --profile ops (Backend::markOp): events recorded where ops start, the
+  /// first `opMarks` of them in use.
+  std::vector<cudaEvent_t> opEvents;
+  size_t opMarks = 0;
 };
 
 Context &context();

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <csignal>
 #include <cstdlib>
@@ -170,6 +171,10 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
       repeats_ = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end || repeats_ < 1)
         fail("--repeat expects a positive number of runs, got '" + value + "'");
+    } else if (flag == "--profile") {
+      if (value != "ops")
+        fail("--profile expects ops (time every op), got '" + value + "'");
+      profileOps_ = true;
     } else if (flag == "--memory-limit") {
       char *end = nullptr;
       memoryLimit_ = std::strtoull(value.c_str(), &end, 10);
@@ -250,6 +255,8 @@ void Rank::op(const char *description) {
     currentOp[sizeof currentOp - 1] = '\0';
   }
   lastProgressNs_ = nowNs();
+  if (profileOps_ && inRun_)
+    markOp(description);
   if ((crashRank_ == rank_ || hangRank_ == rank_) &&
       std::strncmp(description, faultIn_.c_str(), faultIn_.size()) == 0) {
     if (crashRank_ == rank_)
@@ -308,16 +315,50 @@ void Rank::beginRepeat() {
   backend_->takeComputeSeconds(); // from zero: what ran before this run is not its
   repeatStart_ = std::chrono::steady_clock::now();
   check(backend_->markCompute(true, error), error);
+  inRun_ = true;
 }
 
 void Rank::endRepeat() {
   std::string error;
+  if (profileOps_)
+    markOp(nullptr); // where the last op ends
+  inRun_ = false;
   check(backend_->markCompute(false, error), error);
   check(backend_->synchronize(error), error);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - repeatStart_).count();
   repeatSeconds_.push_back(
       {seconds, std::max(0.0, seconds - ioSeconds_), backend_->takeComputeSeconds()});
+  if (profileOps_)
+    closeOps();
+}
+
+void Rank::markOp(const char *description) {
+  std::string error;
+  int64_t mark = backend_->markOp(error);
+  check(error.empty(), error);
+  opsOnDevice_ = mark >= 0;
+  opStarts_.push_back({description ? description : "", mark, std::chrono::steady_clock::now()});
+}
+
+/// Adds the run's op times to the totals (once the work is done): every run
+/// when there is one, else those after the first.
+void Rank::closeOps() {
+  bool counted = repeats_ == 1 || repeatSeconds_.size() > 1;
+  for (size_t i = 0; counted && i + 1 < opStarts_.size(); ++i) {
+    const OpStart &from = opStarts_[i], &to = opStarts_[i + 1];
+    double seconds = std::chrono::duration<double>(to.host - from.host).count();
+    if (from.mark >= 0) {
+      std::string error;
+      seconds = backend_->opSeconds(from.mark, to.mark, error);
+      check(seconds >= 0, error);
+    }
+    OpTotal &total = opTotals_[from.op];
+    total.seconds += seconds;
+    total.calls += 1;
+  }
+  opStarts_.clear();
+  backend_->resetOpMarks();
 }
 
 void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
@@ -457,6 +498,16 @@ int Rank::finish() {
         repeat["device_compute_seconds"] = t.deviceSeconds;
       stats["repeats"].push_back(repeat);
     }
+  }
+  if (profileOps_) {
+    std::vector<std::pair<std::string, OpTotal>> ops(opTotals_.begin(), opTotals_.end());
+    std::stable_sort(ops.begin(), ops.end(), [](const auto &a, const auto &b) {
+      return a.second.seconds > b.second.seconds;
+    });
+    stats["ops"] = nlohmann::json::array();
+    for (const auto &[op, total] : ops)
+      stats["ops"].push_back({{"op", op}, {"seconds", total.seconds}, {"calls", total.calls}});
+    stats["ops_clock"] = opsOnDevice_ ? "device" : "host";
   }
   std::string path = outputDir_ + "/.shards/rank" + std::to_string(rank_) + ".json";
   std::ofstream file(path);

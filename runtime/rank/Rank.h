@@ -4,7 +4,7 @@
 //
 // A rank program is run as
 //   rank<r> --params P.safetensors --input NAME=FILE.npy ... --output-dir D
-//           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N]
+//           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N] [--profile ops]
 // by `sbpc run` (or out/launch.sh) under mpirun. It writes D/.shards/:
 // NAME.rank<r>.npy for every output shard it holds (replicas once), and
 // rank<r>.json with what it measured (bytes sent, arena peak, seconds).
@@ -12,7 +12,11 @@
 // outputs are the same each time), timing each run: `repeats` in
 // rank<r>.json has each run's seconds and its compute seconds (without
 // the time spent loading and storing shards), for benchmarks; bytes sent
-// are those of one run.
+// are those of one run. --profile ops also times every op (from its start
+// to the next op's, on the device's clock where the backend keeps one,
+// else the host's) and writes `ops` in rank<r>.json: each op's location,
+// its seconds summed over the runs (those after the first when there are
+// several, the first paying one-time costs), and how often it ran.
 // Any error prints one line "rank R failed in OP: MESSAGE" and ends the
 // whole job; so does an op that makes no progress for --timeout seconds
 // (a rank it waits for has stopped), so that no job hangs.
@@ -71,6 +75,14 @@ public:
   /// clock (the host's programs, whose computing is the host's time).
   virtual bool markCompute(bool begin, std::string &error) { return true; }
   virtual double takeComputeSeconds() { return -1; }
+  /// --profile ops: a mark on the device's clock where the next op starts
+  /// (its index, from 0 after each resetOpMarks), or -1 where the backend
+  /// keeps no clock of its own (the host's is taken).
+  virtual int64_t markOp(std::string &error) { return -1; }
+  /// The seconds between marks `from` and `to`, once the work before `to`
+  /// is done (after synchronize); negative on failure, with `error` set.
+  virtual double opSeconds(int64_t from, int64_t to, std::string &error) { return -1; }
+  virtual void resetOpMarks() {}
 };
 
 /// What the compiler knows about the program a rank runs.
@@ -180,6 +192,23 @@ private:
     double deviceSeconds; // the backend's takeComputeSeconds(): negative if none
   };
   std::vector<RepeatTime> repeatSeconds_;
+  /// --profile ops: this run's ops in order, each with its start (the
+  /// backend's mark, else the host's clock), and the totals per op.
+  bool profileOps_ = false;
+  struct OpStart {
+    std::string op;
+    int64_t mark;
+    std::chrono::steady_clock::time_point host;
+  };
+  std::vector<OpStart> opStarts_;
+  bool inRun_ = false, opsOnDevice_ = false;
+  struct OpTotal {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, OpTotal> opTotals_;
+  void markOp(const char *description);
+  void closeOps();
 };
 
 } // namespace sbprt::rank

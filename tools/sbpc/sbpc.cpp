@@ -106,6 +106,12 @@ static cl::opt<int64_t> runRepeat("repeat",
                                            "rank and time every run (run.json's repeats), for "
                                            "benchmarks"),
                                   cl::init(1), cl::sub(runCommand), cl::cat(runCategory));
+static cl::opt<std::string> runProfile("profile",
+                                       cl::desc("Compiled dir: ops (time every op: run.json's "
+                                                "ranks[].ops, each op's seconds on the GPU's "
+                                                "clock for CUDA programs, else the host's)"),
+                                       cl::value_desc("ops"), cl::sub(runCommand),
+                                       cl::cat(runCategory));
 static cl::opt<int64_t> runSteps("steps",
                                  cl::desc("Run a training step (compiled with --train) this many "
                                           "times: losses.npy and params.safetensors"),
@@ -218,6 +224,12 @@ static mlir::LogicalResult runRunCommand(MLIRContext &ctx) {
                                                  std::to_string(runRepeat)
                                            : std::string("--repeat applies to a compiled "
                                                          "directory, without --steps"));
+  if (runProfile.getNumOccurrences() && (runProfile != "ops" || runSteps.getNumOccurrences() ||
+                                         !compiled))
+    return sbpc::reportError(runProfile != "ops"
+                                 ? "--profile must be ops, got '" + runProfile + "'"
+                                 : std::string("--profile applies to a compiled directory, "
+                                               "without --steps"));
   // The ranks' limits: the reference evaluator has neither.
   if (!compiled && (runMemoryLimit.getNumOccurrences() || runTimeout.getNumOccurrences()))
     return sbpc::reportError(std::string(runTimeout.getNumOccurrences() ? "--timeout"
@@ -235,7 +247,8 @@ static mlir::LogicalResult runRunCommand(MLIRContext &ctx) {
                                    runMemoryLimit, runTimeout});
   if (compiled)
     return sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir, runMemoryLimit,
-                              runTimeout, /*quiet=*/false, runRepeat});
+                              runTimeout, /*quiet=*/false, runRepeat,
+                              runProfile.getNumOccurrences() > 0});
   return sbpc::runReference(ctx, {runModel, runParams, runInputs, runOutputDir});
 }
 
