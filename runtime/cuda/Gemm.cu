@@ -62,6 +62,47 @@ void copyMatrix(T *dst, int64_t dstLd, const T *src, int64_t srcLd, int64_t rows
 
 int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+/// Row-major bf16 C[m, n] = A[m, k] B[k, n] with A's rows misaligned and
+/// so long that chunks of C's rows would be too small to fill the GPU (the
+/// logits' gradient times the embedding: k = 50,257): in chunks of k
+/// instead, each chunk of A's columns copied to the scratch with padded
+/// rows, the products summed in f32 in the scratch and rounded to bf16
+/// once. Half the scratch holds the sums (of a chunk of C's rows), half
+/// A's chunk. False, having done nothing, where they would not fill the
+/// GPU either.
+bool splitKGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int64_t k,
+                int64_t budget) {
+  constexpr int64_t kRowAlign = 16 / sizeof(bf16);
+  int64_t rowsPerChunk = std::min(m, budget / 2 / (n * static_cast<int64_t>(sizeof(float))));
+  if (rowsPerChunk < m)
+    rowsPerChunk = rowsPerChunk / kRowAlign * kRowAlign;
+  int64_t sumBytes = roundUp(rowsPerChunk * n * static_cast<int64_t>(sizeof(float)), 256);
+  int64_t cols = rowsPerChunk > 0 ? (budget - sumBytes) / (rowsPerChunk * 2) : 0;
+  cols = std::min(cols / kRowAlign * kRowAlign, roundUp(k, kRowAlign));
+  if (rowsPerChunk < 1 || cols < kRowAlign || rowsPerChunk * n < budget / 32)
+    return false;
+  auto *sum = static_cast<float *>(context().ltWorkspace);
+  auto *aChunk = reinterpret_cast<bf16 *>(static_cast<char *>(context().ltWorkspace) + sumBytes);
+  float one = 1.0f, zero = 0.0f;
+  for (int64_t first = 0; first < m; first += rowsPerChunk) {
+    int64_t rows = std::min(rowsPerChunk, m - first);
+    for (int64_t from = 0; from < k; from += cols) {
+      int64_t width = std::min(cols, k - from), ld = roundUp(width, kRowAlign);
+      copyMatrix(aChunk, ld, a + first * k + from, k, rows, width);
+      check(cublasGemmStridedBatchedEx(context().blas, CUBLAS_OP_N, CUBLAS_OP_N,
+                                       static_cast<int>(n), static_cast<int>(rows),
+                                       static_cast<int>(width), &one, b + from * n, CUDA_R_16BF,
+                                       static_cast<int>(n), 0, aChunk, CUDA_R_16BF,
+                                       static_cast<int>(ld), 0, from ? &one : &zero, sum,
+                                       CUDA_R_32F, static_cast<int>(n), 0, 1, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT),
+            "matmul");
+    }
+    convert(sum, c + first * n, rows * n);
+  }
+  return true;
+}
+
 /// Row-major bf16 C[m, n] = op(A) op(B) (one product) when B's rows are
 /// 16-byte aligned and A's or C's are not: in chunks of C's rows, each
 /// through the cuBLASLt workspace (free between exec.linear's calls on the
@@ -82,12 +123,20 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
   int64_t perRow = (padA ? (transposeA ? k : padK) : 0) * kElement + (padC ? padN * kElement : 0);
   int64_t chunk = (budget - 256) / perRow;
   chunk = chunk >= 64 ? chunk / 64 * 64 : chunk / kRowAlign * kRowAlign;
-  // Rows too long for the scratch; or chunks whose products are too small
+  // Rows too long for the scratch, or chunks whose products are too small
   // to fill the GPU (fewer elements than a 32nd of the scratch's bytes,
   // 2^20 by default), as the gradient by a 50,257-row embedding would get
-  // (320 rows of 768 per chunk): as they are.
-  if (chunk < kRowAlign || (chunk < m && chunk * n < budget / 32))
+  // (320 rows of 768 per chunk): in chunks of k where only A is padded,
+  // else as they are.
+  if (chunk < kRowAlign || (chunk < m && chunk * n < budget / 32)) {
+    bool splitK = padA && !padC && !transposeA && !transposeB;
+    if (splitK && splitKGemm(a, b, c, m, n, k, budget)) {
+      if (context().syncEachOp)
+        check(cudaStreamSynchronize(context().stream), "matmul");
+      return true;
+    }
     return false;
+  }
   // A multiple of kRowAlign: a chunk of m, rounded up, still fits.
   chunk = std::min(chunk, m);
   auto *scratchA = static_cast<bf16 *>(context().ltWorkspace);

@@ -558,6 +558,9 @@ CASES = [
     ("matmul, lhs rows misaligned", matmul((20, 9), (9, 8))),
     ("matmul, product rows misaligned", matmul((4, 6, 8), (9, 8), tr=True)),
     ("matmul transpose_lhs, lhs rows misaligned", matmul((9, 20), (9, 8), tl=True)),
+    # ... and with long lhs rows, which a small scratch takes in chunks of
+    # the contraction, summed in f32.
+    ("matmul, lhs rows long and misaligned", matmul((20, 41), (41, 8))),
     ("reduce_sum dims [1] keepdims", reduce("reduce_sum", np.sum, [1], True)),
     ("reduce_sum dims [0, 2]", reduce("reduce_sum", np.sum, [0, 2], False)),
     ("reduce_mean dims [2]", reduce("reduce_mean", np.mean, [2], False)),

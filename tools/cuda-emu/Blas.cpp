@@ -105,12 +105,13 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha
     }
 }
 
-/// cublas<t>gemmStridedBatched for both element types.
+/// cublas<t>gemmStridedBatched for both element types: A and B of `type`,
+/// C of `cType`.
 cublasStatus_t stridedBatched(cublasHandle_t handle, cublasOperation_t transa,
                               cublasOperation_t transb, int m, int n, int k, float alpha,
                               const void *A, int lda, long long strideA, const void *B, int ldb,
                               long long strideB, float beta, void *C, int ldc, long long strideC,
-                              int batchCount, cudaDataType_t type) {
+                              int batchCount, cudaDataType_t type, cudaDataType_t cType) {
   const char *call = "cublasGemmStridedBatched";
   if (!handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -124,12 +125,12 @@ cublasStatus_t stridedBatched(cublasHandle_t handle, cublasOperation_t transa,
              lda};
     Matrix b{static_cast<const char *>(B) + batch * strideB * size, type, tb ? n : k, tb ? k : n,
              ldb};
-    Matrix c{static_cast<char *>(C) + batch * strideC * size, type, m, n, ldc};
+    Matrix c{static_cast<char *>(C) + batch * strideC * elementBytes(cType), cType, m, n, ldc};
     if (!inDevice(a.data, k ? a.extent() : 0, call, "A") ||
         !inDevice(b.data, k ? b.extent() : 0, call, "B") ||
         !inDevice(c.data, c.extent(), call, "C"))
       return CUBLAS_STATUS_EXECUTION_FAILED;
-    gemm(ta, tb, m, n, k, alpha, a, b, beta, c, const_cast<void *>(c.data), type, ldc);
+    gemm(ta, tb, m, n, k, alpha, a, b, beta, c, const_cast<void *>(c.data), cType, ldc);
   }
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -184,7 +185,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long strideB, const float *beta, float *C, int ldc,
                                          long long strideC, int batchCount) {
   return stridedBatched(handle, transa, transb, m, n, k, *alpha, A, lda, strideA, B, ldb, strideB,
-                        *beta, C, ldc, strideC, batchCount, CUDA_R_32F);
+                        *beta, C, ldc, strideC, batchCount, CUDA_R_32F, CUDA_R_32F);
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -195,12 +196,14 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           const void *beta, void *C, cudaDataType Ctype, int ldc,
                                           long long strideC, int batchCount,
                                           cublasComputeType_t computeType, cublasGemmAlgo_t) {
-  // CUBLAS_COMPUTE_32F: alpha and beta are floats.
-  if (computeType != CUBLAS_COMPUTE_32F || Atype != Btype || Btype != Ctype)
+  // CUBLAS_COMPUTE_32F: alpha and beta are floats; C of A's type, or f32
+  // under bf16 A and B (cuBLAS's mixed-precision case).
+  if (computeType != CUBLAS_COMPUTE_32F || Atype != Btype ||
+      !(Ctype == Atype || (Atype == CUDA_R_16BF && Ctype == CUDA_R_32F)))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   return stridedBatched(handle, transa, transb, m, n, k, *static_cast<const float *>(alpha), A,
                         lda, strideA, B, ldb, strideB, *static_cast<const float *>(beta), C, ldc,
-                        strideC, batchCount, Atype);
+                        strideC, batchCount, Atype, Ctype);
 }
 
 //===----------------------------------------------------------------------===//
