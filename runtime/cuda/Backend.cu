@@ -219,9 +219,9 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
   c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
   c.onePassRows = envInt({"SBPRT_CUDA_ONE_PASS"}, 1) != 0;
-  c.gemmPadBytes = static_cast<size_t>(std::clamp<long long>(
-      envInt({"SBPRT_CUDA_GEMM_PAD"}, static_cast<int>(kLtWorkspaceBytes)), 0,
-      static_cast<long long>(kLtWorkspaceBytes)));
+  if (const char *pad = std::getenv("SBPRT_CUDA_GEMM_PAD"); pad && *pad)
+    c.gemmPadBytes = static_cast<size_t>(std::clamp<long long>(
+        std::strtoll(pad, nullptr, 10), 0, static_cast<long long>(kLtWorkspaceBytes)));
   if (!ok(cudaSetDevice(c.device), "selecting the GPU", error) ||
       !ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "creating the stream",
           error))

@@ -622,7 +622,7 @@ __global__ void columnPartialsKernel(ReduceKind kind, const T *in, double *parti
                                      int64_t rows, int64_t width, int64_t rowsPerChunk) {
   __shared__ double lanes[kColumnLanes][32];
   bool isMax = kind == ReduceKind::Max;
-  int64_t i = blockIdx.x * 32 + threadIdx.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   int64_t begin = blockIdx.y * rowsPerChunk;
   int64_t end = begin + rowsPerChunk < rows ? begin + rowsPerChunk : rows;
   double value = isMax ? -INFINITY : 0.0;
@@ -654,6 +654,11 @@ __global__ void columnTotalsKernel(ReduceKind kind, const double *partial, int64
 
 /// Chunks of at least 64 rows, at most 256 of them (the column kernels').
 int64_t columnChunks(int64_t rows) { return std::min<int64_t>(256, (rows + 63) / 64); }
+
+/// The most partial sums a column reduction keeps in the workspace (32 MiB):
+/// wide rows take fewer chunks (their columns already fill the GPU), and
+/// wider still the block-per-output kernel, which needs none.
+constexpr int64_t kMaxColumnPartials = 1 << 22;
 
 /// The rows' losses summed in row order.
 template <typename T>
@@ -727,8 +732,8 @@ void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<
   if (outputs >= 32768 && reducedCount <= 1024) {
     reduceOutputsKernel<<<blocksFor(outputs), kThreads, 0, stream()>>>(kind, in, out, kept, along,
                                                                      outputs, reducedCount);
-  } else if (leading && reducedCount > 0) {
-    int64_t chunks = columnChunks(reducedCount);
+  } else if (leading && reducedCount > 0 && outputs <= kMaxColumnPartials) {
+    int64_t chunks = std::min(columnChunks(reducedCount), kMaxColumnPartials / outputs);
     int64_t rowsPerChunk = (reducedCount + chunks - 1) / chunks;
     auto *partial = static_cast<double *>(workspace(chunks * outputs * sizeof(double)));
     dim3 tiles(static_cast<unsigned>((outputs + 31) / 32), static_cast<unsigned>(chunks));

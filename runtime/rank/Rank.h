@@ -16,7 +16,8 @@
 // to the next op's, on the device's clock where the backend keeps one,
 // else the host's) and writes `ops` in rank<r>.json: each op's location,
 // its seconds summed over the runs (those after the first when there are
-// several, the first paying one-time costs), and how often it ran.
+// several, the first paying one-time costs), and how often it ran. A load's
+// or store's time includes the host's reading or writing of its file.
 // Any error prints one line "rank R failed in OP: MESSAGE" and ends the
 // whole job; so does an op that makes no progress for --timeout seconds
 // (a rank it waits for has stopped), so that no job hangs.
