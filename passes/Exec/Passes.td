@@ -69,7 +69,13 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     which takes the `graph.gelu` after the sum too when that is the sum's
     only use (in training the GELU's gradient needs the sum, so the GELU
     stays): the GPU adds the bias and applies the GELU in cuBLASLt's
-    epilogue, as the product is written. Next, a `graph.softmax` over the last axis whose
+    epilogue, as the product is written. Linear layers on one input whose
+    weights are the slices `w[:, g, :]` of one `[K, G, N]` weight and whose
+    biases the slices `b[g, :]` of one `[G, N]` bias, every g once (GPT's
+    query, key and value, sliced so that tensor parallelism splits heads),
+    then become one `exec.linear` by the whole weight seen as `[K, G * N]`
+    and slices of its product: one GEMM G times as wide. Next, a
+    `graph.softmax` over the last axis whose
     input is a `graph.causal_mask` or a `graph.mul` by a 0-d scale, or a
     mask of such a mul, each used only there, becomes one `exec.softmax`;
     `graph.softmax_grad` over the last axis followed by

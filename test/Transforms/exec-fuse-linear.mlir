@@ -115,3 +115,93 @@ func.func @bf16() attributes {exec.ranks = array<i64: 0>} {
 
 // CHECK-LABEL: func.func @bf16()
 // CHECK: exec.linear %{{.*}}, %{{.*}}, %{{.*}} gelu : (tensor<4x8xbf16>, tensor<8x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+
+// -----
+
+// GPT's query, key and value: linear layers on one input by the slices
+// w[:, g, :] and b[g, :] of one weight and one bias (in any order) become
+// one linear layer by the whole weight, and slices of its product.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @qkv() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [2, 4, 8] [B] : tensor<2x4x8xf32>
+  %w = exec.load "param" "w" global [8, 3, 16] [B] : tensor<8x3x16xf32>
+  %b = exec.load "param" "b" global [3, 16] [B] : tensor<3x16xf32>
+  %w1s = graph.slice %w starts [0, 1, 0] limits [8, 2, 16] : (tensor<8x3x16xf32>) -> tensor<8x1x16xf32>
+  %w1 = graph.reshape %w1s : (tensor<8x1x16xf32>) -> tensor<8x16xf32>
+  %b1s = graph.slice %b starts [1, 0] limits [2, 16] : (tensor<3x16xf32>) -> tensor<1x16xf32>
+  %b1 = graph.reshape %b1s : (tensor<1x16xf32>) -> tensor<16xf32>
+  %m1 = graph.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %k = graph.add %m1, %b1 : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %w0s = graph.slice %w starts [0, 0, 0] limits [8, 1, 16] : (tensor<8x3x16xf32>) -> tensor<8x1x16xf32>
+  %w0 = graph.reshape %w0s : (tensor<8x1x16xf32>) -> tensor<8x16xf32>
+  %b0s = graph.slice %b starts [0, 0] limits [1, 16] : (tensor<3x16xf32>) -> tensor<1x16xf32>
+  %b0 = graph.reshape %b0s : (tensor<1x16xf32>) -> tensor<16xf32>
+  %m0 = graph.matmul %x, %w0 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %q = graph.add %m0, %b0 : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %w2s = graph.slice %w starts [0, 2, 0] limits [8, 3, 16] : (tensor<8x3x16xf32>) -> tensor<8x1x16xf32>
+  %w2 = graph.reshape %w2s : (tensor<8x1x16xf32>) -> tensor<8x16xf32>
+  %b2s = graph.slice %b starts [2, 0] limits [3, 16] : (tensor<3x16xf32>) -> tensor<1x16xf32>
+  %b2 = graph.reshape %b2s : (tensor<1x16xf32>) -> tensor<16xf32>
+  %m2 = graph.matmul %x, %w2 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %v = graph.add %m2, %b2 : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  exec.store %q "q" global [2, 4, 16] [B] : tensor<2x4x16xf32>
+  exec.store %k "k" global [2, 4, 16] [B] : tensor<2x4x16xf32>
+  exec.store %v "v" global [2, 4, 16] [B] : tensor<2x4x16xf32>
+  // The backward's use of a weight's slice keeps it.
+  exec.store %w2 "w2" global [8, 16] [B] : tensor<8x16xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @qkv()
+// CHECK: %[[X:.*]] = exec.load "input" "x"
+// CHECK: %[[W:.*]] = exec.load "param" "w"
+// CHECK: %[[B:.*]] = exec.load "param" "b"
+// CHECK-NEXT: %[[WW:.*]] = graph.reshape %[[W]] : (tensor<8x3x16xf32>) -> tensor<8x48xf32>
+// CHECK-NEXT: %[[BB:.*]] = graph.reshape %[[B]] : (tensor<3x16xf32>) -> tensor<48xf32>
+// CHECK-NEXT: %[[Y:.*]] = exec.linear %[[X]], %[[WW]], %[[BB]] : (tensor<2x4x8xf32>, tensor<8x48xf32>, tensor<48xf32>) -> tensor<2x4x48xf32>
+// CHECK-NEXT: %[[G:.*]] = graph.reshape %[[Y]] : (tensor<2x4x48xf32>) -> tensor<2x4x3x16xf32>
+// CHECK-NEXT: %[[Q0:.*]] = graph.slice %[[G]] starts [0, 0, 0, 0] limits [2, 4, 1, 16]
+// CHECK-NEXT: %[[Q:.*]] = graph.reshape %[[Q0]] : (tensor<2x4x1x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[K0:.*]] = graph.slice %[[G]] starts [0, 0, 1, 0] limits [2, 4, 2, 16]
+// CHECK-NEXT: %[[K:.*]] = graph.reshape %[[K0]]
+// CHECK-NEXT: %[[V0:.*]] = graph.slice %[[G]] starts [0, 0, 2, 0] limits [2, 4, 3, 16]
+// CHECK-NEXT: %[[V:.*]] = graph.reshape %[[V0]]
+// CHECK-NOT: exec.linear
+// CHECK: %[[W2S:.*]] = graph.slice %[[W]] starts [0, 2, 0] limits [8, 3, 16]
+// CHECK-NEXT: %[[W2:.*]] = graph.reshape %[[W2S]]
+// CHECK-NOT: graph.slice
+// CHECK: exec.store %[[Q]] "q"
+// CHECK-NEXT: exec.store %[[K]] "k"
+// CHECK-NEXT: exec.store %[[V]] "v"
+// CHECK-NEXT: exec.store %[[W2]] "w2"
+
+// -----
+
+// Not fused: a group without every slice, and slices of one weight read by
+// linear layers on different inputs.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @partial() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %z = exec.load "input" "z" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 2, 16] [B] : tensor<8x2x16xf32>
+  %b = exec.load "param" "b" global [2, 16] [B] : tensor<2x16xf32>
+  %w0s = graph.slice %w starts [0, 0, 0] limits [8, 1, 16] : (tensor<8x2x16xf32>) -> tensor<8x1x16xf32>
+  %w0 = graph.reshape %w0s : (tensor<8x1x16xf32>) -> tensor<8x16xf32>
+  %b0s = graph.slice %b starts [0, 0] limits [1, 16] : (tensor<2x16xf32>) -> tensor<1x16xf32>
+  %b0 = graph.reshape %b0s : (tensor<1x16xf32>) -> tensor<16xf32>
+  %w1s = graph.slice %w starts [0, 1, 0] limits [8, 2, 16] : (tensor<8x2x16xf32>) -> tensor<8x1x16xf32>
+  %w1 = graph.reshape %w1s : (tensor<8x1x16xf32>) -> tensor<8x16xf32>
+  %b1s = graph.slice %b starts [1, 0] limits [2, 16] : (tensor<2x16xf32>) -> tensor<1x16xf32>
+  %b1 = graph.reshape %b1s : (tensor<1x16xf32>) -> tensor<16xf32>
+  %m0 = graph.matmul %x, %w0 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %y0 = graph.add %m0, %b0 : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %m1 = graph.matmul %z, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %y1 = graph.add %m1, %b1 : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  exec.store %y0 "y0" global [4, 16] [B] : tensor<4x16xf32>
+  exec.store %y1 "y1" global [4, 16] [B] : tensor<4x16xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @partial()
+// CHECK-COUNT-2: exec.linear {{.*}} : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+// CHECK-NOT: exec.linear
