@@ -230,7 +230,9 @@ Value wholeOfSlice(Value value, int64_t axis, int64_t &index) {
 /// as wide, which keeps more of the GPU busy than G narrow ones.
 bool fuseSiblingLinears(Value input) {
   // Group the input's plain linear layers by their weight's and bias's whole.
-  llvm::MapVector<std::pair<Value, Value>, SmallVector<exec::LinearOp>> groups;
+  // Each with the index of its slice.
+  llvm::MapVector<std::pair<Value, Value>, SmallVector<std::pair<int64_t, exec::LinearOp>>>
+      groups;
   for (Operation *user : input.getUsers()) {
     auto linear = dyn_cast<exec::LinearOp>(user);
     if (!linear || linear.getInput() != input || linear.getTransposeRhs() || linear.getGelu())
@@ -240,7 +242,7 @@ bool fuseSiblingLinears(Value input) {
           b = wholeOfSlice(linear.getBias(), 0, bIndex);
     if (!w || !b || wIndex != bIndex || linear->getBlock() != input.getParentBlock())
       continue;
-    groups[{w, b}].push_back(linear);
+    groups[{w, b}].push_back({wIndex, linear});
   }
   bool fused = false;
   for (auto &[wholes, linears] : groups) {
@@ -255,17 +257,13 @@ bool fuseSiblingLinears(Value input) {
       continue;
     // Each slice exactly once.
     SmallVector<exec::LinearOp> bySlice(g);
-    for (exec::LinearOp linear : linears) {
-      int64_t index = -1;
-      wholeOfSlice(linear.getWeight(), 1, index);
-      if (index < 0 || index >= g || bySlice[index])
-        break;
-      bySlice[index] = linear;
-    }
+    for (auto [index, linear] : linears)
+      if (index < g && !bySlice[index])
+        bySlice[index] = linear;
     if (llvm::is_contained(bySlice, exec::LinearOp()))
       continue;
     exec::LinearOp first = *llvm::min_element(
-        linears, [](exec::LinearOp a, exec::LinearOp b) { return a->isBeforeInBlock(b); });
+        bySlice, [](exec::LinearOp a, exec::LinearOp b) { return a->isBeforeInBlock(b); });
     // The whole weight and bias must be there before the first of them.
     auto before = [&](Value v) {
       Operation *def = v.getDefiningOp();

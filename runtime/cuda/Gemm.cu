@@ -14,6 +14,7 @@
 // exec.linear on cuBLASLt: the same GEMM with the bias (and GELU) in the
 // epilogue, one plan (descriptors and the heuristic's algorithm) per shape
 // and operand alignment, kept for the run.
+#include "runtime/Alignment.h"
 #include "runtime/cuda/Context.h"
 #include "runtime/cpu/Ops.h"
 #include "runtime/cuda/Ops.h"
@@ -24,15 +25,6 @@
 
 namespace sbprt::cuda {
 namespace {
-
-/// The largest power of two up to 256 that divides `p`'s address.
-uint32_t alignmentOf(const void *p) {
-  auto address = reinterpret_cast<uintptr_t>(p);
-  uint32_t align = 256;
-  while (align > 1 && address % align)
-    align /= 2;
-  return align;
-}
 
 /// Whether rows `ld` elements of `bytes` apart from `p` all start on 16 bytes.
 bool rowsAligned(const void *p, int64_t ld, size_t bytes) {
@@ -130,12 +122,7 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
   // else as they are.
   if (chunk < kRowAlign || (chunk < m && chunk * n < budget / 32)) {
     bool splitK = padA && !padC && !transposeA && !transposeB;
-    if (splitK && splitKGemm(a, b, c, m, n, k, budget)) {
-      if (context().syncEachOp)
-        check(cudaStreamSynchronize(context().stream), "matmul");
-      return true;
-    }
-    return false;
+    return splitK && splitKGemm(a, b, c, m, n, k, budget);
   }
   // A multiple of kRowAlign: a chunk of m, rounded up, still fits.
   chunk = std::min(chunk, m);
@@ -172,8 +159,6 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
     if (padC)
       copyMatrix(c + first * n, n, scratchC, cLd, rows, n);
   }
-  if (context().syncEachOp)
-    check(cudaStreamSynchronize(context().stream), "matmul");
   return true;
 }
 
@@ -197,8 +182,11 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
     return;
   }
   if constexpr (std::is_same_v<T, bf16>)
-    if (batch == 1 && paddedGemm(a, b, c, m, n, k, transposeA, transposeB))
+    if (batch == 1 && paddedGemm(a, b, c, m, n, k, transposeA, transposeB)) {
+      if (context().syncEachOp)
+        check(cudaStreamSynchronize(context().stream), "matmul");
       return;
+    }
   // Row-major A is m x k (k x m when transposed): column-major k x m, ld k
   // (m x k, ld m). Likewise B.
   int lda = static_cast<int>(transposeA ? m : k), ldb = static_cast<int>(transposeB ? k : n);

@@ -6,6 +6,7 @@
 // device memory and is as aligned as the heuristic was told.
 #include <cublasLt.h>
 
+#include "runtime/Alignment.h"
 #include "runtime/BFloat16.h"
 
 #include <cstdio>
@@ -241,14 +242,6 @@ cublasStatus_t checkMatmul(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
   }
 }
 
-uint32_t alignmentOf(const void *p) {
-  auto address = reinterpret_cast<uintptr_t>(p);
-  uint32_t align = 256;
-  while (align > 1 && address % align)
-    align /= 2;
-  return align;
-}
-
 template <typename T>
 cublasStatus_t setValue(T &field, const void *buffer, size_t bytes) {
   if (!buffer || bytes != sizeof(T))
@@ -382,11 +375,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return CUBLAS_STATUS_INVALID_VALUE;
   const void *operands[] = {A, B, C, D};
   for (int i = 0; i < 4; ++i)
-    if (alignmentOf(operands[i]) < algo->data[i]) {
+    if (sbprt::alignmentOf(operands[i]) < algo->data[i]) {
       std::fprintf(stderr,
                    "cuda-emu: cublasLtMatmul: operand %c at %u-byte alignment, but its "
                    "algorithm was chosen for %u\n",
-                   "ABCD"[i], alignmentOf(operands[i]), static_cast<unsigned>(algo->data[i]));
+                   "ABCD"[i], sbprt::alignmentOf(operands[i]), static_cast<unsigned>(algo->data[i]));
       return CUBLAS_STATUS_INVALID_VALUE;
     }
   bool ta = desc->transA != CUBLAS_OP_N, tb = desc->transB != CUBLAS_OP_N;
