@@ -139,6 +139,15 @@ private:
   std::string elements(Value value) {
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
   }
+  /// graph.matmul, or exec.causal_matmul with `causal` a sbprt::Causal.
+  LogicalResult emitMatmul(Value lhs, Value rhs, Value result, bool transposeLhs,
+                           bool transposeRhs, llvm::StringRef causal) {
+    line(llvm::formatv("kernels::matmulOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}{8});", ref(lhs),
+                       shape(lhs), ref(rhs), shape(rhs), ref(result), shape(result),
+                       transposeLhs ? "true" : "false", transposeRhs ? "true" : "false",
+                       causal.empty() ? std::string() : ", sbprt::Causal::" + causal.str()));
+    return success();
+  }
   LogicalResult emitOp(Operation *op);
   /// An exec.fused as a function (a loop, or a kernel and its launch) in
   /// `statics`, and its call.
@@ -257,6 +266,10 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
                            o.getTransposeRhs() ? "true" : "false", o.getGelu() ? "true" : "false"));
         return success();
       })
+      .Case([&](ex::CausalMatmulOp o) {
+        return emitMatmul(o.getLhs(), o.getRhs(), o.getResult(), o.getTransposeLhs(),
+                          o.getTransposeRhs(), o.getLowerLhs() ? "LowerLhs" : "LowerResult");
+      })
       .Case([&](ex::SoftmaxOp o) {
         line(llvm::formatv("kernels::scaledSoftmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
                            o.getScale() ? ref(o.getScale()) : noScale(o.getInput()),
@@ -348,12 +361,8 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
       .Case([&](MulOp) { return binary("Mul"); })
       .Case([&](DivOp) { return binary("Div"); })
       .Case([&](MatmulOp o) {
-        line(llvm::formatv("kernels::matmulOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
-                           ref(o.getLhs()), shape(o.getLhs()), ref(o.getRhs()), shape(o.getRhs()),
-                           ref(o.getResult()), shape(o.getResult()),
-                           o.getTransposeLhs() ? "true" : "false",
-                           o.getTransposeRhs() ? "true" : "false"));
-        return success();
+        return emitMatmul(o.getLhs(), o.getRhs(), o.getResult(), o.getTransposeLhs(),
+                          o.getTransposeRhs(), "");
       })
       .Case([&](ReduceSumOp o) { return reduce("Sum", o.getDims()); })
       .Case([&](ReduceMeanOp o) { return reduce("Mean", o.getDims()); })

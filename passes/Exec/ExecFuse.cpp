@@ -315,6 +315,52 @@ bool fuseSiblingLinears(Value input) {
   return fused;
 }
 
+/// Whether `value` is 0 above the diagonal of its trailing square: the
+/// probabilities of a causal exec.softmax or the gradient of a causal
+/// exec.softmax_grad.
+bool zeroAboveDiagonal(Value value) {
+  Operation *op = value.getDefiningOp();
+  if (auto softmax = dyn_cast_or_null<exec::SoftmaxOp>(op))
+    return softmax.getCausal();
+  auto grad = dyn_cast_or_null<exec::SoftmaxGradOp>(op);
+  return grad && grad.getCausal();
+}
+
+/// Whether every use of `value` reads it only on and below the diagonal: a
+/// causal exec.softmax's scores or a causal exec.softmax_grad's gradient.
+bool readOnlyToDiagonal(Value value) {
+  return !value.use_empty() && llvm::all_of(value.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto softmax = dyn_cast<exec::SoftmaxOp>(user))
+      return softmax.getCausal();
+    auto grad = dyn_cast<exec::SoftmaxGradOp>(user);
+    return grad && grad.getCausal() && use.getOperandNumber() == 1; // the gradient
+  });
+}
+
+/// A batched matmul of causal attention into exec.causal_matmul: its lhs
+/// zero above the diagonal (p v, ds k, p^T dO, ds^T q), or its result read
+/// only up to it (q k^T, dO v^T), on square trailing matrices.
+void fuseCausalMatmul(graph::MatmulOp matmul) {
+  auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
+  auto result = cast<RankedTensorType>(matmul.getType());
+  auto square = [](RankedTensorType type) {
+    auto shape = type.getShape();
+    return shape.size() >= 2 && shape[shape.size() - 1] == shape[shape.size() - 2];
+  };
+  bool lowerLhs = square(lhs) && zeroAboveDiagonal(matmul.getLhs());
+  bool lowerResult = !lowerLhs && square(result) && readOnlyToDiagonal(matmul.getResult());
+  if (!lowerLhs && !lowerResult)
+    return;
+  OpBuilder b(matmul);
+  auto causal = b.create<exec::CausalMatmulOp>(matmul.getLoc(), result, matmul.getLhs(),
+                                               matmul.getRhs(), matmul.getTransposeLhs(),
+                                               matmul.getTransposeRhs(), lowerLhs, lowerResult);
+  causal->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
+  matmul.getResult().replaceAllUsesWith(causal.getResult());
+  matmul->erase();
+}
+
 class ExecFusePass : public exec::impl::ExecFuseBase<ExecFusePass> {
 public:
   void runOnOperation() override {
@@ -347,6 +393,10 @@ public:
         if (!erased.contains(root))
           for (Operation *op : fuseSoftmaxGrad(root))
             erased.insert(op);
+      // After softmax's fusions, which say where the mask is.
+      SmallVector<graph::MatmulOp> matmuls(program.getOps<graph::MatmulOp>());
+      for (graph::MatmulOp matmul : matmuls)
+        fuseCausalMatmul(matmul);
       // Roots from the end, so that each chain is as long as it can be.
       SmallVector<Operation *> ops;
       for (Operation &op : program.getBody().front())

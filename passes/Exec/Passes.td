@@ -61,7 +61,8 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
 
 def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
   let summary = "groups elementwise chains into exec.fused ops, attention's softmax into "
-                "exec.softmax, linear layers into exec.linear";
+                "exec.softmax and its products into exec.causal_matmul, linear layers into "
+                "exec.linear";
   let description = [{
     In each exec program, first: a `graph.add` of a bias `[N]` to a
     `graph.matmul` by a shared `[K, N]` or `[N, K]` weight (the input not
@@ -81,7 +82,14 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     `graph.softmax_grad` over the last axis followed by
     `graph.causal_mask_grad` or a mul by a scale or both becomes one
     `exec.softmax_grad`. Attention's scores are then read once and written
-    once each way instead of three times. Then an elementwise graph op (neg, exp, log, tanh,
+    once each way instead of three times. Then a `graph.matmul` by a
+    causal `exec.softmax`'s or `exec.softmax_grad`'s result (0 above the
+    diagonal: `p v`, `p^T dO`, `ds k`, `ds^T q`) becomes an
+    `exec.causal_matmul ... lower_lhs`, and one whose result only causal
+    `exec.softmax` inputs and `exec.softmax_grad` gradients read (`q k^T`,
+    `dO v^T`) an `exec.causal_matmul ... lower_result`: the runtimes
+    compute each in row blocks, as far as the diagonal, about half the
+    work. Then an elementwise graph op (neg, exp, log, tanh,
     sqrt, rsqrt, relu, gelu, add, sub, mul, div, relu_grad, gelu_grad)
     whose result feeds only one other elementwise op, with the same type,
     joins that op's chain; each chain of two or more ops becomes one

@@ -74,39 +74,62 @@ void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
   });
 }
 
-/// One GEMM in f32: c[m, n] = op(a) op(b), sgemm on the values (on f32
-/// copies of bf16 ones); zeros when there is nothing to contract.
-template <typename T>
-static void productF32(const T *a, const T *b, float *c, int64_t m, int64_t n, int64_t k,
-                       bool transposeA, bool transposeB) {
+/// One GEMM in f32: c[m, n] = op(a) op(b) with rows lda, ldb and ldc
+/// apart; zeros when there is nothing to contract.
+static void gemmF32(const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                    int64_t ldc, int64_t m, int64_t n, int64_t k, bool transposeA,
+                    bool transposeB) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
-    std::fill(c, c + m * n, 0.0f);
-  } else if constexpr (!std::is_same_v<T, float>) {
+    for (int64_t r = 0; r < m; ++r)
+      std::fill_n(c + r * ldc, n, 0.0f);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
+              transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
+/// One dense GEMM in f32: sgemm on the values (on f32 copies of bf16 ones).
+template <typename T>
+static void productF32(const T *a, const T *b, float *c, int64_t m, int64_t n, int64_t k,
+                       bool transposeA, bool transposeB) {
+  if constexpr (!std::is_same_v<T, float>) {
     std::vector<float> af(a, a + m * k), bf(b, b + k * n);
     productF32(af.data(), bf.data(), c, m, n, k, transposeA, transposeB);
   } else {
-    cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
-                transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, transposeA ? m : k, b,
-                transposeB ? k : n, 0.0f, c, n);
+    gemmF32(a, transposeA ? m : k, b, transposeB ? k : n, c, n, m, n, k, transposeA, transposeB);
   }
 }
 
 template <typename T>
-void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
-            int64_t k, bool transposeA, bool transposeB, bool sharedB) {
+void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n, int64_t k,
+            bool transposeA, bool transposeB, bool sharedB, Causal causal, int64_t blockRows) {
+  std::vector<GemmBlock> blocks = causalBlocks(causal, m, n, k, transposeA, blockRows);
+  int64_t lda = transposeA ? m : k, ldb = transposeB ? k : n;
+  // bf16: f32 copies of a batch entry, its product rounded once (what
+  // cuBLAS's bf16 GEMM with f32 compute gives, up to the order of its sums).
+  std::vector<float> af, bf, cf;
   for (int64_t i = 0; i < batch; ++i) {
-    const T *ai = a + i * m * k;
-    const T *bi = sharedB ? b : b + i * k * n;
+    const T *ai = a + i * m * k, *bi = sharedB ? b : b + i * k * n;
+    T *ci = c + i * m * n;
+    const float *fa, *fb;
+    float *fc;
     if constexpr (std::is_same_v<T, float>) {
-      productF32(ai, bi, c + i * m * n, m, n, k, transposeA, transposeB);
+      fa = ai, fb = bi, fc = ci;
     } else {
-      // bf16: the product of the f32 values, rounded once (what cuBLAS's
-      // bf16 GEMM with f32 compute gives, up to the order of its sums).
-      std::vector<float> cf(m * n);
-      productF32(ai, bi, cf.data(), m, n, k, transposeA, transposeB);
-      std::copy(cf.begin(), cf.end(), c + i * m * n);
+      af.assign(ai, ai + m * k);
+      if (bf.empty() || !sharedB)
+        bf.assign(bi, bi + k * n);
+      cf.resize(m * n);
+      fa = af.data(), fb = bf.data(), fc = cf.data();
+    }
+    for (const GemmBlock &g : blocks) {
+      gemmF32(fa + g.aOffset(lda, transposeA), lda, fb + g.bOffset(ldb, transposeB), ldb,
+              fc + g.cOffset(n), n, g.rows, g.cols, g.k, transposeA, transposeB);
+      if constexpr (!std::is_same_v<T, float>)
+        for (int64_t r = 0; r < g.rows; ++r)
+          std::copy_n(fc + g.cOffset(n) + r * n, g.cols, ci + g.cOffset(n) + r * n);
     }
   }
 }
@@ -357,13 +380,14 @@ void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
   int64_t width = shape.back(), rows = width ? numElements(shape) / width : 0;
   for (int64_t r = 0; r < rows; ++r) {
     const T *yr = y + r * width, *dyr = dy + r * width;
+    // Masked probabilities are 0: the dot leaves their gradient unread
+    // (exec.causal_matmul leaves it unwritten).
+    int64_t kept = causal ? r % width + 1 : width;
     double dot = 0.0;
-    for (int64_t j = 0; j < width; ++j)
+    for (int64_t j = 0; j < kept; ++j)
       dot += static_cast<double>(dyr[j]) * yr[j];
     for (int64_t j = 0; j < width; ++j) {
-      float g = static_cast<float>(yr[j] * (dyr[j] - dot));
-      if (causal && j > r % width)
-        g = 0.0f;
+      float g = j < kept ? static_cast<float>(yr[j] * (dyr[j] - dot)) : 0.0f;
       if (scale)
         g *= static_cast<float>(*scale);
       dx[r * width + j] = g;
@@ -490,7 +514,7 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
   template void binary(BinaryKind, const T *, const Shape &, const T *, const Shape &, T *,    \
                        const Shape &);                                                         \
   template void matmul(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t, bool,    \
-                       bool, bool);                                                            \
+                       bool, bool, Causal, int64_t);                                           \
   template void linear(const T *, const T *, const T *, T *, int64_t, int64_t, int64_t, bool,  \
                        bool);                                                                  \
   template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &,     \

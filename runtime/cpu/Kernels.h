@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/BFloat16.h"
+#include "runtime/CausalGemm.h"
 
 #include <cstdint>
 #include <string>
@@ -28,9 +29,12 @@ void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
 
 /// For each of `batch` entries: C[m,n] = op(A)[m,k] * op(B)[k,n], row-major,
 /// where op transposes when asked; B is one matrix for all entries when `sharedB`.
+/// With `causal`, in blocks of `blockRows` of C's rows, each computing what
+/// the causal kind needs (runtime/CausalGemm.h); 0 rows: the whole product.
 template <typename T>
 void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
-            int64_t k, bool transposeA, bool transposeB, bool sharedB);
+            int64_t k, bool transposeA, bool transposeB, bool sharedB,
+            Causal causal = Causal::None, int64_t blockRows = 0);
 
 /// exec.linear: y[rows, n] = x[rows, k] * w + bias, then the GELU when
 /// `gelu`; w is [k, n] ([n, k] when `transposeW`). In f32 the bits of

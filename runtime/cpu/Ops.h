@@ -51,12 +51,15 @@ template <typename From, typename To> void convert(const From *in, To *out, int6
 }
 
 /// graph.matmul: c = op(a) x op(b), batched over c's leading dimensions; a
-/// rank-2 `b` is shared by every batch entry.
+/// rank-2 `b` is shared by every batch entry. exec.causal_matmul names what
+/// `causal` lets it skip: it goes in blocks of 64 rows or more, up to 16.
 template <typename T>
 void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
-              const Shape &cShape, bool transposeA, bool transposeB) {
+              const Shape &cShape, bool transposeA, bool transposeB,
+              Causal causal = Causal::None) {
   MatmulDims g = matmulDims(aShape, bShape, cShape, transposeA);
-  matmul(a, b, c, g.batch, g.m, g.n, g.k, transposeA, transposeB, g.sharedB);
+  int64_t blockRows = causal == Causal::None ? 0 : causalBlockRows(g.m, 64, 16);
+  matmul(a, b, c, g.batch, g.m, g.n, g.k, transposeA, transposeB, g.sharedB, causal, blockRows);
 }
 
 /// exec.linear: y = x * op(w) + bias (then the GELU), over x's rows.

@@ -11,6 +11,10 @@
 // goes in chunks of C's rows through a scratch with padded rows instead
 // (paddedGemm below).
 //
+// exec.causal_matmul (attention's products under a causal mask) is the
+// same GEMM per block of C's rows, each only as far as the diagonal
+// (runtime/CausalGemm.h).
+//
 // exec.linear on cuBLASLt: the same GEMM with the bias (and GELU) in the
 // epilogue, one plan (descriptors and the heuristic's algorithm) per shape
 // and operand alignment, kept for the run.
@@ -53,6 +57,33 @@ void copyMatrix(T *dst, int64_t dstLd, const T *src, int64_t srcLd, int64_t rows
 }
 
 int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/// Row-major c = op(a) op(b) for `batch` entries `strideA`, `strideB` and
+/// `strideC` elements apart, rows lda, ldb and ldc apart: column-major
+/// c^T = op(b)^T op(a)^T, so b goes first.
+template <typename T>
+void stridedGemm(const T *a, int64_t lda, int64_t strideA, const T *b, int64_t ldb,
+                 int64_t strideB, T *c, int64_t ldc, int64_t strideC, int64_t batch, int64_t m,
+                 int64_t n, int64_t k, bool transposeA, bool transposeB) {
+  float one = 1.0f, zero = 0.0f;
+  cublasOperation_t opB = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opA = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>)
+    check(cublasSgemmStridedBatched(context().blas, opB, opA, static_cast<int>(n),
+                                    static_cast<int>(m), static_cast<int>(k), &one, b,
+                                    static_cast<int>(ldb), strideB, a, static_cast<int>(lda),
+                                    strideA, &zero, c, static_cast<int>(ldc), strideC,
+                                    static_cast<int>(batch)),
+          "matmul");
+  else
+    check(cublasGemmStridedBatchedEx(context().blas, opB, opA, static_cast<int>(n),
+                                     static_cast<int>(m), static_cast<int>(k), &one, b,
+                                     CUDA_R_16BF, static_cast<int>(ldb), strideB, a, CUDA_R_16BF,
+                                     static_cast<int>(lda), strideA, &zero, c, CUDA_R_16BF,
+                                     static_cast<int>(ldc), strideC, static_cast<int>(batch),
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "matmul");
+}
 
 /// Row-major bf16 C[m, n] = A[m, k] B[k, n] with A's rows misaligned and
 /// so long that chunks of C's rows would be too small to fill the GPU (the
@@ -130,9 +161,6 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
   int64_t aElements = transposeA ? k * roundUp(chunk, kRowAlign) : chunk * padK;
   int64_t aBytes = padA ? roundUp(aElements * kElement, 256) : 0;
   auto *scratchC = reinterpret_cast<bf16 *>(static_cast<char *>(context().ltWorkspace) + aBytes);
-  float one = 1.0f, zero = 0.0f;
-  cublasOperation_t opB = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    opA = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
   for (int64_t first = 0; first < m; first += chunk) {
     int64_t rows = std::min(chunk, m - first);
     // A's rows of this chunk: stored [rows, k], or columns of stored [k, m].
@@ -149,13 +177,8 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
     }
     bf16 *cChunk = padC ? scratchC : c + first * n;
     int64_t cLd = padC ? padN : n;
-    check(cublasGemmStridedBatchedEx(context().blas, opB, opA, static_cast<int>(n),
-                                     static_cast<int>(rows), static_cast<int>(k), &one, b,
-                                     CUDA_R_16BF, static_cast<int>(ldb), 0, aChunk, CUDA_R_16BF,
-                                     static_cast<int>(aLd), 0, &zero, cChunk, CUDA_R_16BF,
-                                     static_cast<int>(cLd), 0, 1, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT),
-          "matmul");
+    stridedGemm(aChunk, aLd, 0, b, ldb, 0, cChunk, cLd, 0, 1, rows, n, k, transposeA,
+                transposeB);
     if (padC)
       copyMatrix(c + first * n, n, scratchC, cLd, rows, n);
   }
@@ -166,10 +189,27 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
 
 template <typename T>
 void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
-              const Shape &cShape, bool transposeA, bool transposeB) {
+              const Shape &cShape, bool transposeA, bool transposeB, Causal causal) {
   auto [batch, m, n, k, sharedB] = cpu::matmulDims(aShape, bShape, cShape, transposeA);
   if (batch == 0 || m == 0 || n == 0)
     return;
+  // Row-major A is m x k (k x m when transposed), B is k x n (n x k).
+  int64_t lda = transposeA ? m : k, ldb = transposeB ? k : n;
+  // exec.causal_matmul: a GEMM per block of 256 rows or more (up to 8, so
+  // that each still fills the GPU), each only as far as the diagonal.
+  if (causal != Causal::None && k > 0) {
+    std::vector<GemmBlock> blocks =
+        causalBlocks(causal, m, n, k, transposeA, causalBlockRows(m, 256, 8));
+    if (blocks.size() > 1) {
+      for (const GemmBlock &g : blocks)
+        stridedGemm(a + g.aOffset(lda, transposeA), lda, m * k, b + g.bOffset(ldb, transposeB),
+                    ldb, sharedB ? 0 : k * n, c + g.cOffset(n), n, m * n, batch, g.rows, g.cols,
+                    g.k, transposeA, transposeB);
+      if (context().syncEachOp)
+        check(cudaStreamSynchronize(context().stream), "matmul");
+      return;
+    }
+  }
   // A batch of row-major m x k by one shared B is one (batch * m) x k
   // GEMM: one larger product keeps more of the GPU busy than a batch
   // (while cuBLAS's int dimensions hold it).
@@ -187,26 +227,8 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
         check(cudaStreamSynchronize(context().stream), "matmul");
       return;
     }
-  // Row-major A is m x k (k x m when transposed): column-major k x m, ld k
-  // (m x k, ld m). Likewise B.
-  int lda = static_cast<int>(transposeA ? m : k), ldb = static_cast<int>(transposeB ? k : n);
-  float one = 1.0f, zero = 0.0f;
-  cublasOperation_t opB = transposeB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    opA = transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if constexpr (std::is_same_v<T, float>)
-    check(cublasSgemmStridedBatched(context().blas, opB, opA, static_cast<int>(n),
-                                    static_cast<int>(m), static_cast<int>(k), &one, b, ldb,
-                                    sharedB ? 0 : k * n, a, lda, m * k, &zero, c,
-                                    static_cast<int>(n), m * n, static_cast<int>(batch)),
-          "matmul");
-  else
-    check(cublasGemmStridedBatchedEx(context().blas, opB, opA, static_cast<int>(n),
-                                     static_cast<int>(m), static_cast<int>(k), &one, b,
-                                     CUDA_R_16BF, ldb, sharedB ? 0 : k * n, a, CUDA_R_16BF, lda,
-                                     m * k, &zero, c, CUDA_R_16BF, static_cast<int>(n), m * n,
-                                     static_cast<int>(batch), CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT),
-          "matmul");
+  stridedGemm(a, lda, m * k, b, ldb, sharedB ? 0 : k * n, c, n, m * n, batch, m, n, k,
+              transposeA, transposeB);
   if (context().syncEachOp)
     check(cudaStreamSynchronize(context().stream), "matmul");
 }
@@ -336,9 +358,9 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
 }
 
 template void matmulOp(const float *, const Shape &, const float *, const Shape &, float *,
-                       const Shape &, bool, bool);
+                       const Shape &, bool, bool, Causal);
 template void matmulOp(const bf16 *, const Shape &, const bf16 *, const Shape &, bf16 *,
-                       const Shape &, bool, bool);
+                       const Shape &, bool, bool, Causal);
 template void linearOp(const float *, const Shape &, const float *, const float *, float *,
                        const Shape &, bool, bool);
 template void linearOp(const bf16 *, const Shape &, const bf16 *, const bf16 *, bf16 *,

@@ -45,7 +45,8 @@ void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<
             T *out);
 template <typename T>
 void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
-              const Shape &cShape, bool transposeA, bool transposeB);
+              const Shape &cShape, bool transposeA, bool transposeB,
+              Causal causal = Causal::None);
 /// exec.linear: x * op(w) + bias (then the GELU) in cuBLASLt's epilogue.
 template <typename T>
 void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,

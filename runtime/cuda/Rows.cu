@@ -100,6 +100,21 @@ template <int V, typename T> __device__ void loadPack(const T *p, float (&out)[V
     out[c] = static_cast<float>(pack.v[c]);
 }
 
+/// loadPack of the elements before `count` (a causal row's kept keys):
+/// those after it may be memory never written (exec.causal_matmul leaves
+/// them so), which compute-sanitizer's initcheck would report if read.
+/// They come back as 0.
+template <int V, typename T>
+__device__ void loadPackBefore(const T *p, int64_t count, float (&out)[V]) {
+  if (count >= V) {
+    loadPack<V>(p, out);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < V; ++c)
+    out[c] = c < count ? static_cast<float>(p[c]) : 0.0f;
+}
+
 template <int V, typename T> __device__ void storePack(T *p, const float (&in)[V]) {
   Pack<T, V> pack;
 #pragma unroll
@@ -172,7 +187,7 @@ __global__ void scaledSoftmaxOnePassKernel(const T *in, const T *scale, bool cau
   float v[Items][V];
   float best = -INFINITY;
   forEachItem<V, Items>(kept, [&](int i, int64_t j) {
-    loadPack<V>(x + j, v[i]);
+    loadPackBefore<V>(x + j, kept - j, v[i]);
 #pragma unroll
     for (int c = 0; c < V; ++c) {
       v[i][c] = j + c < kept ? (scale ? v[i][c] * s : v[i][c]) : -INFINITY;
@@ -409,14 +424,14 @@ __global__ void scaledSoftmaxGradKernel(const T *y, const T *dy, const T *scale,
   __shared__ double sums[kRowThreads / 32];
   int64_t row = blockIdx.x, offset = row * width;
   int64_t kept = causal ? row % width + 1 : width;
+  // Masked probabilities are 0: the dot leaves their gradient unread
+  // (exec.causal_matmul leaves it unwritten).
   double dot = 0.0;
-  for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+  for (int64_t j = threadIdx.x; j < kept; j += blockDim.x)
     dot += static_cast<double>(dy[offset + j]) * y[offset + j];
   dot = blockReduce(dot, sums, Sum());
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-    float g = static_cast<float>(y[offset + j] * (dy[offset + j] - dot));
-    if (j >= kept)
-      g = 0.0f;
+    float g = j < kept ? static_cast<float>(y[offset + j] * (dy[offset + j] - dot)) : 0.0f;
     if (scale)
       g *= static_cast<float>(*scale);
     dx[offset + j] = g;
@@ -434,11 +449,13 @@ __global__ void scaledSoftmaxGradOnePassKernel(const T *y, const T *dy, const T 
   float p[Items][V], g[Items][V];
   double dot = 0.0;
   forEachItem<V, Items>(width, [&](int i, int64_t j) {
-    loadPack<V>(y + offset + j, p[i]);
-    loadPack<V>(dy + offset + j, g[i]);
+    // Past the diagonal p is 0 and dy unwritten: neither is read.
+    loadPackBefore<V>(y + offset + j, kept - j, p[i]);
+    loadPackBefore<V>(dy + offset + j, kept - j, g[i]);
 #pragma unroll
     for (int c = 0; c < V; ++c)
-      dot += static_cast<double>(g[i][c]) * p[i][c];
+      if (j + c < kept) // as scaledSoftmaxGradKernel: past it, g is not read
+        dot += static_cast<double>(g[i][c]) * p[i][c];
   });
   dot = blockReduce(dot, sums, Sum());
   float s = scale ? static_cast<float>(*scale) : 1.0f;

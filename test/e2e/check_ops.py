@@ -163,6 +163,11 @@ def layer_norm_ref(x, g, b, eps=1e-5):
     return (x - mean) / np.sqrt(var + eps) * g + b
 
 
+# Whether the cases are for the compiled programs (--compiled), not the
+# reference evaluator.
+COMPILED = False
+
+
 def causal_mask_ref(x):
     i, j = np.indices(x.shape[-2:])
     return np.where(j > i, -np.inf, x)
@@ -337,12 +342,19 @@ def scaled_causal_softmax(rng):
 
 
 def scaled_causal_softmax_grad(seq):
-    """d/dx sum(softmax(causal_mask(x * s)) * dy), from the softmax p."""
+    """d/dx sum(softmax(causal_mask(x * s)) * dy), from the softmax p. In
+    the compiled programs, where it is one exec.softmax_grad, dy is NaN
+    above the diagonal, where the product that computes it
+    (exec.causal_matmul) leaves it unwritten: the kernel must not read it
+    (graph.softmax_grad, which the evaluator runs, reads it all)."""
     def make(rng):
         x, dy = uni(rng, (2, seq, seq), -3.0, 3.0), uni(rng, (2, seq, seq))
         s = np.array(-1.3, dtype=np.float32)
         p = softmax(causal_mask_ref(f64(x) * float(s)), 2).astype(np.float32)
         y = num_grad(lambda v: np.sum(softmax(causal_mask_ref(v * float(s)), 2) * f64(dy)), x)
+        if COMPILED:
+            i, j = np.indices((seq, seq))
+            dy = np.where(j > i, np.float32(np.nan), dy)
         body = [f"%0 = graph.softmax_grad %p, %dy axis = 2 : {sig([p, dy], p)}",
                 f"%1 = graph.causal_mask_grad %0 : {T(p)}",
                 f"%r = graph.mul %s, %1 : {sig([s, p], p)}"]
@@ -835,6 +847,8 @@ def main():
     if (args.bundle or args.precision != "f32") and not args.compiled:
         sys.exit("check_ops: --bundle and --precision need --compiled")
     sbpc = shutil.which(args.sbpc) or os.path.abspath(args.sbpc)
+    global COMPILED
+    COMPILED = args.compiled
     rng = np.random.default_rng(args.seed)
     drawn, found = [], []
     for name, make in CASES:

@@ -174,6 +174,63 @@ TEST(KernelsTest, Matmul) {
     EXPECT_EQ(v, 0.0f);
 }
 
+/// exec.causal_matmul's blocks: what the causal kind needs equals the whole
+/// product, and what it does not need is not computed.
+TEST(KernelsTest, CausalMatmulComputesOnlyToTheDiagonal) {
+  const int64_t batch = 2, s = 7, d = 5;
+  const float unwritten = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t blockRows : {1, 3, 6, 7}) {
+    // The scores q k^T (or dO v^T): only the diagonal and below.
+    Values q = randomData(batch * s * d, 21), key = randomData(batch * s * d, 22);
+    Values whole(batch * s * s), blocked(batch * s * s, unwritten);
+    matmul(q.data(), key.data(), whole.data(), batch, s, s, d, false, true, false);
+    matmul(q.data(), key.data(), blocked.data(), batch, s, s, d, false, true, false,
+           sbprt::Causal::LowerResult, blockRows);
+    for (int64_t i = 0; i < batch * s * s; ++i) {
+      int64_t row = i / s % s, col = i % s;
+      if (col <= row) {
+        ASSERT_NEAR(blocked[i], whole[i], 1e-5) << "element " << i << " blockRows " << blockRows;
+      } else if (col >= (row / blockRows + 1) * blockRows) { // past the row's block
+        ASSERT_TRUE(std::isnan(blocked[i])) << "element " << i << " blockRows " << blockRows;
+      }
+    }
+    // By probabilities 0 above the diagonal (p v, p^T dO), with b either
+    // way round: every element, as the whole product.
+    Values p = randomData(batch * s * s, 23), v = randomData(batch * s * d, 24);
+    for (int64_t i = 0; i < batch * s * s; ++i)
+      if (i % s > i / s % s)
+        p[i] = 0.0f;
+    for (bool transA : {false, true})
+      for (bool transB : {false, true}) {
+        Values full(batch * s * d), part(batch * s * d, unwritten);
+        matmul(p.data(), v.data(), full.data(), batch, s, d, s, transA, transB, false);
+        matmul(p.data(), v.data(), part.data(), batch, s, d, s, transA, transB, false,
+               sbprt::Causal::LowerLhs, blockRows);
+        for (int64_t i = 0; i < batch * s * d; ++i)
+          ASSERT_NEAR(part[i], full[i], 1e-5) << "element " << i << " blockRows " << blockRows
+                                              << " transA " << transA << " transB " << transB;
+      }
+  }
+  // bf16 rounds each computed element once, as the whole product does.
+  std::vector<sbprt::bf16> p(s * s), v(s * d), full(s * d), part(s * d, sbprt::bf16(unwritten));
+  Values pv = randomData(s * s, 25), vv = randomData(s * d, 26);
+  for (int64_t i = 0; i < s * s; ++i)
+    p[i] = i % s > i / s ? 0.0f : pv[i];
+  std::copy(vv.begin(), vv.end(), v.begin());
+  matmul(p.data(), v.data(), full.data(), 1, s, d, s, false, false, false);
+  matmul(p.data(), v.data(), part.data(), 1, s, d, s, false, false, false, sbprt::Causal::LowerLhs,
+         2);
+  for (int64_t i = 0; i < s * d; ++i)
+    ASSERT_NEAR(float(part[i]), float(full[i]), 1e-2) << "element " << i;
+  // Not the square the kind needs: the whole product.
+  Values a = randomData(3 * 4, 27), b = randomData(4 * 5, 28), c(3 * 5), want(3 * 5);
+  matmul(a.data(), b.data(), want.data(), 1, 3, 5, 4, false, false, false);
+  matmul(a.data(), b.data(), c.data(), 1, 3, 5, 4, false, false, false, sbprt::Causal::LowerResult,
+         1);
+  for (int64_t i = 0; i < 3 * 5; ++i)
+    ASSERT_EQ(c[i], want[i]) << "element " << i;
+}
+
 /// exec.linear is graph.matmul, graph.add of the bias and graph.gelu one
 /// after the other, bit for bit, with the weight either way round.
 TEST(KernelsTest, LinearIsMatmulAddGelu) {

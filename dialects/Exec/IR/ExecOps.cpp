@@ -299,6 +299,37 @@ LogicalResult LinearOp::verify() {
   return success();
 }
 
+/// exec.causal_matmul: graph.matmul's shapes with a batched rhs or a
+/// matrix, one element type, and exactly one of lower_lhs (a square lhs)
+/// and lower_result (a square result).
+LogicalResult CausalMatmulOp::verify() {
+  auto lhs = getLhs().getType(), rhs = getRhs().getType(), result = getResult().getType();
+  if (lhs.getElementType() != rhs.getElementType() ||
+      result.getElementType() != lhs.getElementType())
+    return emitOpError() << "operands and result must have one element type, got " << lhs << ", "
+                         << rhs << " and " << result;
+  size_t rank = lhs.getRank();
+  if (rank < 2 || (rhs.getRank() != 2 && rhs.getRank() != static_cast<int64_t>(rank)))
+    return emitOpError() << "needs an lhs of rank 2 or more and an rhs of its rank or 2, got "
+                         << lhs << " and " << rhs;
+  auto l = lhs.getShape(), r = rhs.getShape();
+  size_t rb = r.size() - 2;
+  int64_t m = l[rank - (getTransposeLhs() ? 1 : 2)], k = l[rank - (getTransposeLhs() ? 2 : 1)];
+  int64_t rk = r[rb + (getTransposeRhs() ? 1 : 0)], n = r[rb + (getTransposeRhs() ? 0 : 1)];
+  SmallVector<int64_t> expected(l.take_front(rank - 2));
+  expected.append({m, n});
+  if (rk != k || (rb && r.take_front(rb) != l.take_front(rank - 2)) ||
+      result.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "shapes " << lhs << " and " << rhs << " do not multiply to " << result;
+  if (getLowerLhs() == getLowerResult())
+    return emitOpError() << "needs exactly one of lower_lhs and lower_result";
+  if (getLowerLhs() ? m != k : m != n)
+    return emitOpError() << (getLowerLhs() ? "with lower_lhs needs a square lhs, got "
+                                           : "with lower_result needs a square result, got ")
+                         << (getLowerLhs() ? lhs : result);
+  return success();
+}
+
 /// exec.softmax and exec.softmax_grad: scores of rank 1 or more, a causal
 /// mask on square trailing dimensions.
 static LogicalResult verifyScores(Operation *op, RankedTensorType type, bool causal) {

@@ -282,6 +282,41 @@ def Exec_LinearOp : Exec_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Exec_CausalMatmulOp : Exec_Op<"causal_matmul", [Pure]> {
+  let summary = "a batched matrix product that skips what a causal mask makes moot (--exec-fuse)";
+  let description = [{
+    `graph.matmul` (same operands, transposes and result) in one of two
+    cases of causal attention, each on square trailing matrices:
+
+    - `lower_result`: only the result's diagonal and below are computed;
+      above them it is left unwritten. The scores `q k^T` and their
+      gradient `dO v^T`, read only by a causal `exec.softmax` or
+      `exec.softmax_grad`.
+    - `lower_lhs`: the lhs, as stored, is 0 above its diagonal (the
+      probabilities of a causal `exec.softmax` or the gradient of a causal
+      `exec.softmax_grad`), so each result row sums only the lhs's
+      columns up to the diagonal (from it, under `transpose_lhs`):
+      `p v`, `ds k`, and `p^T dO`, `ds^T q`.
+
+    The runtimes compute it in row blocks of the result, each as far as
+    the diagonal: about half the work of the whole product.
+
+    ```mlir
+    %s = exec.causal_matmul %q, %k transpose_rhs lower_result
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$lhs, Exec_FloatTensor:$rhs, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs, UnitAttr:$lower_lhs, UnitAttr:$lower_result);
+  let results = (outs Exec_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`lower_lhs` $lower_lhs^)? (`lower_result` $lower_result^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Exec_SoftmaxOp : Exec_Op<"softmax", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "scale, causal mask and softmax over the last axis in one pass (--exec-fuse)";
   let description = [{

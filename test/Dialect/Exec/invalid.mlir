@@ -242,3 +242,34 @@ func.func @linear_type() {
   %y = exec.linear %x, %w, %b gelu : (tensor<4x8xbf16>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @causal_matmul_kind() {
+  %x = exec.load "input" "x" global [2, 4, 4] [B] : tensor<2x4x4xf32>
+  // expected-error @+1 {{'exec.causal_matmul' op needs exactly one of lower_lhs and lower_result}}
+  %y = exec.causal_matmul %x, %x : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @causal_matmul_square() {
+  %x = exec.load "input" "x" global [4, 3] [B] : tensor<4x3xf32>
+  %w = exec.load "input" "w" global [3, 4] [B] : tensor<3x4xf32>
+  // expected-error @+1 {{'exec.causal_matmul' op with lower_lhs needs a square lhs, got 'tensor<4x3xf32>'}}
+  %y = exec.causal_matmul %x, %w lower_lhs : (tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @causal_matmul_shapes() {
+  %q = exec.load "input" "q" global [2, 4, 3] [B] : tensor<2x4x3xf32>
+  // expected-error @+1 {{'exec.causal_matmul' op shapes 'tensor<2x4x3xf32>' and 'tensor<2x4x3xf32>' do not multiply to 'tensor<2x4x4xf32>'}}
+  %s = exec.causal_matmul %q, %q lower_result : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x4xf32>
+  return
+}
