@@ -131,10 +131,10 @@ private:
                                                    call->dim))
         .str();
   }
-  /// A null scale pointer of the scores' element type (the kernels are
-  /// templates on it).
-  std::string noScale(Value scores) {
-    return "static_cast<const " + elementType(scores) + " *>(nullptr)";
+  /// `value`'s pointer, or where there is none, a null pointer of `like`'s
+  /// element type (the kernels are templates on it): an optional operand.
+  std::string refOrNull(Value value, Value like) {
+    return value ? ref(value) : "static_cast<const " + elementType(like) + " *>(nullptr)";
   }
   std::string elements(Value value) {
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
@@ -260,9 +260,10 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
       })
       .Case([&](ex::FusedOp o) { return emitFused(o); })
       .Case([&](ex::LinearOp o) {
-        line(llvm::formatv("kernels::linearOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+        line(llvm::formatv("kernels::linearOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
                            ref(o.getInput()), shape(o.getInput()), ref(o.getWeight()),
-                           ref(o.getBias()), ref(o.getResult()), shape(o.getResult()),
+                           ref(o.getBias()), refOrNull(o.getResidual(), o.getInput()),
+                           ref(o.getResult()), shape(o.getResult()),
                            o.getTransposeRhs() ? "true" : "false", o.getGelu() ? "true" : "false"));
         return success();
       })
@@ -272,7 +273,7 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
       })
       .Case([&](ex::SoftmaxOp o) {
         line(llvm::formatv("kernels::scaledSoftmax({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
-                           o.getScale() ? ref(o.getScale()) : noScale(o.getInput()),
+                           refOrNull(o.getScale(), o.getInput()),
                            o.getCausal() ? "true" : "false", ref(o.getResult()),
                            shape(o.getResult())));
         return success();
@@ -280,7 +281,7 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
       .Case([&](ex::SoftmaxGradOp o) {
         line(llvm::formatv("kernels::scaledSoftmaxGrad({0}, {1}, {2}, {3}, {4}, {5});",
                            ref(o.getProbs()), ref(o.getGrad()),
-                           o.getScale() ? ref(o.getScale()) : noScale(o.getProbs()),
+                           refOrNull(o.getScale(), o.getProbs()),
                            o.getCausal() ? "true" : "false", ref(o.getResult()),
                            shape(o.getResult())));
         return success();

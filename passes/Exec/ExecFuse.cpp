@@ -131,8 +131,10 @@ void fuseSoftmax(graph::SoftmaxOp softmax) {
 
 /// The gradient chain ending at `root`: softmax_grad over the last axis,
 /// then causal_mask_grad, then a mul by a scalar scale (the mask or the
-/// mul or both), into exec.softmax_grad. Returns the ops it erased (none
-/// when it fused nothing).
+/// mul or both), into exec.softmax_grad. With the mask, only where the
+/// probabilities are a causal exec.softmax's: the fused op reads a row only
+/// up to the diagonal, which is the whole gradient only when they are 0
+/// past it. Returns the ops it erased (none when it fused nothing).
 SmallVector<Operation *> fuseSoftmaxGrad(Operation *root) {
   Block *block = root->getBlock();
   SmallVector<Operation *> chain = {root};
@@ -149,6 +151,9 @@ SmallVector<Operation *> fuseSoftmaxGrad(Operation *root) {
   Value grad = maskGrad ? maskGrad.getGrad() : value;
   auto softmaxGrad = soleProducer<graph::SoftmaxGradOp>(grad, block);
   if (!softmaxGrad || !overLastAxis(grad, softmaxGrad.getAxis()))
+    return {};
+  auto probs = softmaxGrad.getOutput().getDefiningOp<exec::SoftmaxOp>();
+  if (maskGrad && !(probs && probs.getCausal()))
     return {};
   chain.push_back(softmaxGrad);
   OpBuilder b(root);
@@ -184,8 +189,8 @@ void fuseLinear(graph::AddOp add) {
       root = gelu;
     OpBuilder b(add);
     auto linear = b.create<exec::LinearOp>(root->getLoc(), type, matmul.getLhs(),
-                                           matmul.getRhs(), bias, matmul.getTransposeRhs(),
-                                           static_cast<bool>(gelu));
+                                           matmul.getRhs(), bias, Value(),
+                                           matmul.getTransposeRhs(), static_cast<bool>(gelu));
     linear->setDiscardableAttrs(root->getDiscardableAttrDictionary());
     root->getResult(0).replaceAllUsesWith(linear.getResult());
     if (gelu)
@@ -284,7 +289,7 @@ bool fuseSiblingLinears(Value input) {
     Value bias = builder.create<graph::ReshapeOp>(
         loc, RankedTensorType::get({g * n}, bType.getElementType()), b);
     auto linear = builder.create<exec::LinearOp>(loc, RankedTensorType::get(wide, element), input,
-                                                 weight, bias, false, false);
+                                                 weight, bias, Value(), false, false);
     linear->setDiscardableAttrs(first->getDiscardableAttrDictionary());
     Value all = builder.create<graph::ReshapeOp>(loc, RankedTensorType::get(grouped, element),
                                                  linear.getResult());
@@ -313,6 +318,30 @@ bool fuseSiblingLinears(Value input) {
     fused = true;
   }
   return fused;
+}
+
+/// add(linear, r) (either operand order) of an exec.linear without a GELU
+/// or residual, used only there, and an r of the sum's type: a residual
+/// connection, into the linear layer's epilogue (cuBLASLt adds r as its C).
+/// The new linear goes where the add was, after all it reads.
+void fuseResidual(graph::AddOp add) {
+  for (auto [product, residual] : {std::make_pair(add.getLhs(), add.getRhs()),
+                                   std::make_pair(add.getRhs(), add.getLhs())}) {
+    auto linear = product.getDefiningOp<exec::LinearOp>();
+    if (!linear || !linear->hasOneUse() || linear.getGelu() || linear.getResidual() ||
+        linear->getBlock() != add->getBlock() || residual.getType() != add.getType() ||
+        product.getType() != add.getType() || residual == product)
+      continue;
+    OpBuilder b(add);
+    auto fused = b.create<exec::LinearOp>(add.getLoc(), add.getType(), linear.getInput(),
+                                          linear.getWeight(), linear.getBias(), residual,
+                                          linear.getTransposeRhs(), false);
+    fused->setDiscardableAttrs(add->getDiscardableAttrDictionary());
+    add.getResult().replaceAllUsesWith(fused.getResult());
+    add->erase();
+    linear->erase();
+    return;
+  }
 }
 
 /// Whether `value` is 0 above the diagonal of its trailing square: the
@@ -380,6 +409,10 @@ public:
           if ((fused = fuseSiblingLinears(linear.getInput())))
             break;
       }
+      // Residual connections after them.
+      SmallVector<graph::AddOp> residuals(program.getOps<graph::AddOp>());
+      for (graph::AddOp add : residuals)
+        fuseResidual(add);
       SmallVector<graph::SoftmaxOp> softmaxes(program.getOps<graph::SoftmaxOp>());
       for (graph::SoftmaxOp softmax : softmaxes)
         fuseSoftmax(softmax);

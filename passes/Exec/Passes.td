@@ -75,7 +75,10 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     biases the slices `b[g, :]` of one `[G, N]` bias, every g once (GPT's
     query, key and value, sliced so that tensor parallelism splits heads),
     then become one `exec.linear` by the whole weight seen as `[K, G * N]`
-    and slices of its product: one GEMM G times as wide. Next, a
+    and slices of its product: one GEMM G times as wide. A `graph.add` of
+    an exec.linear's result (its only use, no GELU) and a tensor of the
+    same type, a residual connection, joins the linear layer as its
+    `residual` (cuBLASLt's C with beta = 1). Next, a
     `graph.softmax` over the last axis whose
     input is a `graph.causal_mask` or a `graph.mul` by a 0-d scale, or a
     mask of such a mul, each used only there, becomes one `exec.softmax`;

@@ -135,8 +135,8 @@ void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n, i
 }
 
 template <typename T>
-void linear(const T *x, const T *w, const T *bias, T *y, int64_t rows, int64_t n, int64_t k,
-            bool transposeW, bool gelu) {
+void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int64_t rows,
+            int64_t n, int64_t k, bool transposeW, bool gelu) {
   // The f32 product: in `y` itself for f32, in a buffer for bf16.
   std::vector<float> product;
   float *out = nullptr;
@@ -150,6 +150,8 @@ void linear(const T *x, const T *w, const T *bias, T *y, int64_t rows, int64_t n
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       float v = elementwise::binary(BinaryKind::Add, out[r * n + j], bias[j]);
+      if (residual) // as graph.add of the two: the same bits either way round
+        v = elementwise::binary(BinaryKind::Add, v, residual[r * n + j]);
       y[r * n + j] = gelu ? elementwise::unary(UnaryKind::Gelu, v) : v;
     }
 }
@@ -230,12 +232,11 @@ void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
   std::vector<float> row(width);
   for (int64_t r = 0; r < rows; ++r) {
     // Row r is query r % width of its block: keys after it are masked.
-    for (int64_t j = 0; j < width; ++j) {
-      float x = in[r * width + j];
+    // Masked keys are not read (exec.causal_matmul leaves them unwritten).
+    for (int64_t j = 0; j < width; ++j)
       row[j] = causal && j > r % width ? -std::numeric_limits<float>::infinity()
-               : scale                  ? x * *scale
-                                        : x;
-    }
+               : scale                  ? in[r * width + j] * *scale
+                                        : static_cast<float>(in[r * width + j]);
     softmaxLine(row.data(), out + r * width, width, 1, /*logSoftmax=*/false);
   }
 }
@@ -515,8 +516,8 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
                        const Shape &);                                                         \
   template void matmul(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t, bool,    \
                        bool, bool, Causal, int64_t);                                           \
-  template void linear(const T *, const T *, const T *, T *, int64_t, int64_t, int64_t, bool,  \
-                       bool);                                                                  \
+  template void linear(const T *, const T *, const T *, const T *, T *, int64_t, int64_t,      \
+                       int64_t, bool, bool);                                                   \
   template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &,     \
                        T *);                                                                   \
   template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \

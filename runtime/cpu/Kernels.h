@@ -37,11 +37,12 @@ void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
             Causal causal = Causal::None, int64_t blockRows = 0);
 
 /// exec.linear: y[rows, n] = x[rows, k] * w + bias, then the GELU when
-/// `gelu`; w is [k, n] ([n, k] when `transposeW`). In f32 the bits of
-/// matmul, binary Add and unary Gelu one after the other; bf16 rounds once.
+/// `gelu`, or plus `residual` [rows, n] when there is one; w is [k, n]
+/// ([n, k] when `transposeW`). In f32 the bits of matmul, binary Add and
+/// unary Gelu (or a second Add) one after the other; bf16 rounds once.
 template <typename T>
-void linear(const T *x, const T *w, const T *bias, T *y, int64_t rows, int64_t n, int64_t k,
-            bool transposeW, bool gelu);
+void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int64_t rows,
+            int64_t n, int64_t k, bool transposeW, bool gelu);
 
 /// Reduces the listed (ascending) dimensions; `out` has the kept dimensions in order.
 template <typename T>

@@ -62,12 +62,13 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
   matmul(a, b, c, g.batch, g.m, g.n, g.k, transposeA, transposeB, g.sharedB, causal, blockRows);
 }
 
-/// exec.linear: y = x * op(w) + bias (then the GELU), over x's rows.
+/// exec.linear: y = x * op(w) + bias (then the GELU, or plus the residual
+/// when there is one), over x's rows.
 template <typename T>
-void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
-              const Shape &yShape, bool transposeW, bool gelu) {
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual,
+              T *y, const Shape &yShape, bool transposeW, bool gelu) {
   int64_t n = yShape.back(), k = xShape.back();
-  linear(x, w, bias, y, n ? sbprt::numElements(yShape) / n : 0, n, k, transposeW, gelu);
+  linear(x, w, bias, residual, y, n ? sbprt::numElements(yShape) / n : 0, n, k, transposeW, gelu);
 }
 
 /// graph.layer_norm over the last dimension of `shape`.

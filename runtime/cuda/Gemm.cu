@@ -241,11 +241,12 @@ namespace {
 struct LinearKey {
   int64_t rows, n, k;
   bool transposeW, gelu, isBf16;
-  uint32_t alignW, alignX, alignY;
+  /// alignC: the residual's (cuBLASLt's C), else the result's.
+  uint32_t alignW, alignX, alignY, alignC;
   bool operator<(const LinearKey &o) const {
-    return std::tie(rows, n, k, transposeW, gelu, isBf16, alignW, alignX, alignY) <
+    return std::tie(rows, n, k, transposeW, gelu, isBf16, alignW, alignX, alignY, alignC) <
            std::tie(o.rows, o.n, o.k, o.transposeW, o.gelu, o.isBf16, o.alignW, o.alignX,
-                    o.alignY);
+                    o.alignY, o.alignC);
   }
 };
 
@@ -293,7 +294,7 @@ LinearPlan makePlan(const LinearKey &key) {
   for (auto [attribute, align] :
        {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignW),
         std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignX),
-        std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignY),
+        std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC),
         std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignY)})
     check(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &align, sizeof align),
           what);
@@ -321,13 +322,14 @@ void releaseLinearPlans() {
 }
 
 template <typename T>
-void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
-              const Shape &yShape, bool transposeW, bool gelu) {
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual,
+              T *y, const Shape &yShape, bool transposeW, bool gelu) {
   int64_t n = yShape.back(), k = xShape.back(), rows = n ? elementsOf(yShape) / n : 0;
   if (rows == 0 || n == 0)
     return;
+  const void *c = residual ? static_cast<const void *>(residual) : y;
   LinearKey key{rows, n, k, transposeW, gelu, std::is_same_v<T, bf16>,
-                alignmentOf(w), alignmentOf(x), alignmentOf(y)};
+                alignmentOf(w), alignmentOf(x), alignmentOf(y), alignmentOf(c)};
   // cuBLASLt reads the bias in 16-byte vectors (the arena aligns to 64).
   bool fusable = k > 0 && context().epilogues && alignmentOf(bias) >= 16;
   auto found = linearPlans().find(key);
@@ -335,12 +337,14 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
     found = linearPlans().emplace(key, makePlan(key)).first;
   if (fusable && found->second.usable) {
     LinearPlan &plan = found->second;
+    // D = alpha w x + beta C + bias: the residual is C with beta = 1.
     float one = 1.0f, zero = 0.0f;
     check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                          sizeof bias),
           "linear");
-    check(cublasLtMatmul(context().lt, plan.op, &one, w, plan.w, x, plan.x, &zero, y, plan.y, y,
-                         plan.y, &plan.algo, context().ltWorkspace, kLtWorkspaceBytes, stream()),
+    check(cublasLtMatmul(context().lt, plan.op, &one, w, plan.w, x, plan.x,
+                         residual ? &one : &zero, residual ? residual : y, plan.y, y, plan.y,
+                         &plan.algo, context().ltWorkspace, kLtWorkspaceBytes, stream()),
           "linear");
     if (context().syncEachOp)
       check(cudaStreamSynchronize(stream()), "linear");
@@ -353,6 +357,8 @@ void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
   Shape wShape = transposeW ? Shape{n, k} : Shape{k, n};
   matmulOp(x, xShape, w, wShape, y, yShape, false, transposeW);
   cuda::binary(BinaryKind::Add, y, yShape, bias, Shape{n}, y, yShape);
+  if (residual)
+    cuda::binary(BinaryKind::Add, y, yShape, residual, yShape, y, yShape);
   if (gelu)
     cuda::unary(UnaryKind::Gelu, y, y, rows * n);
 }
@@ -361,9 +367,9 @@ template void matmulOp(const float *, const Shape &, const float *, const Shape 
                        const Shape &, bool, bool, Causal);
 template void matmulOp(const bf16 *, const Shape &, const bf16 *, const Shape &, bf16 *,
                        const Shape &, bool, bool, Causal);
-template void linearOp(const float *, const Shape &, const float *, const float *, float *,
-                       const Shape &, bool, bool);
-template void linearOp(const bf16 *, const Shape &, const bf16 *, const bf16 *, bf16 *,
-                       const Shape &, bool, bool);
+template void linearOp(const float *, const Shape &, const float *, const float *,
+                       const float *, float *, const Shape &, bool, bool);
+template void linearOp(const bf16 *, const Shape &, const bf16 *, const bf16 *, const bf16 *,
+                       bf16 *, const Shape &, bool, bool);
 
 } // namespace sbprt::cuda

@@ -47,10 +47,11 @@ template <typename T>
 void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *c,
               const Shape &cShape, bool transposeA, bool transposeB,
               Causal causal = Causal::None);
-/// exec.linear: x * op(w) + bias (then the GELU) in cuBLASLt's epilogue.
+/// exec.linear: x * op(w) + bias (then the GELU, or plus the residual) in
+/// cuBLASLt's epilogue.
 template <typename T>
-void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, T *y,
-              const Shape &yShape, bool transposeW, bool gelu);
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual,
+              T *y, const Shape &yShape, bool transposeW, bool gelu);
 template <typename T>
 void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax);
 template <typename T>

@@ -47,8 +47,9 @@ func.func @attention() attributes {exec.ranks = array<i64: 0>} {
 // CHECK: return
 
 // Left alone: scores read by something other than a causal softmax (here
-// stored too), a softmax without the mask, and the probabilities as the
-// rhs (their zeros are not where a row of the result stops).
+// stored too), a softmax without the mask, the probabilities as the rhs
+// (their zeros are not where a row of the result stops), and a product
+// that a softmax gradient reads as its probabilities.
 func.func @other() attributes {exec.ranks = array<i64: 0>} {
   %q = exec.load "input" "q" global [4, 3] [B] : tensor<4x3xf32>
   %k = exec.load "input" "k" global [4, 3] [B] : tensor<4x3xf32>
@@ -63,6 +64,10 @@ func.func @other() attributes {exec.ranks = array<i64: 0>} {
   %pu = graph.softmax %unmasked axis = 1 : tensor<4x4xf32>
   %ou = graph.matmul %pu, %v : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   exec.store %ou "ou" global [4, 4] [B] : tensor<4x4xf32>
+  %pp = graph.matmul %q, %k transpose_rhs : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x4xf32>
+  %g = graph.softmax_grad %pp, %v axis = 1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %gm = graph.causal_mask_grad %g : tensor<4x4xf32>
+  exec.store %gm "g" global [4, 4] [B] : tensor<4x4xf32>
   return
 }
 

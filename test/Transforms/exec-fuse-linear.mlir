@@ -1,9 +1,10 @@
 // RUN: sbpc-opt %s --exec-fuse --split-input-file | FileCheck %s
 
-// A linear layer and its GELU become one exec.linear; the residual add
-// after it stays for the elementwise fusion. The bias may come first, the
-// weight may be transposed, and the region attribute the GELU carried
-// stays on the op that replaces it.
+// A linear layer and its GELU become one exec.linear, and so does one and
+// the residual add after it (the product's only use, the other operand of
+// the sum's type). The bias may come first, the weight may be transposed,
+// and the region attribute the GELU carried stays on the op that replaces
+// it.
 sbp.mesh @m axes ["x"] shape [1]
 func.func @mlp() attributes {exec.ranks = array<i64: 0>} {
   %x = exec.load "input" "x" global [2, 4, 8] [B] : tensor<2x4x8xf32>
@@ -30,12 +31,53 @@ func.func @mlp() attributes {exec.ranks = array<i64: 0>} {
 // CHECK: %[[C:.*]] = exec.load "param" "c"
 // CHECK-NOT: graph.matmul
 // CHECK: %[[H:.*]] = exec.linear %[[X]], %[[W]], %[[B]] gelu {graph.region = "b0"} : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
-// CHECK-NEXT: %[[O:.*]] = exec.linear %[[H]], %[[V]], %[[C]] transpose_rhs : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
-// CHECK-NEXT: %[[Y:.*]] = exec.fused(%[[O]], %[[X]])
-// CHECK: graph.add
-// CHECK-NEXT: graph.tanh
+// CHECK-NEXT: %[[O:.*]] = exec.linear %[[H]], %[[V]], %[[C]] residual %[[X]] transpose_rhs : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = graph.tanh %[[O]]
 // CHECK-NOT: graph.gelu
 // CHECK: exec.store %[[Y]] "y"
+
+// -----
+
+// Residual adds that stay: after a GELU, of a broadcast operand, of a
+// product used twice; the residual's add goes where the add was, after
+// the operand it reads.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @residuals() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 8] [B] : tensor<8x8xf32>
+  %b = exec.load "param" "b" global [8] [B] : tensor<8xf32>
+  %0 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = graph.add %0, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %2 = graph.gelu %1 : tensor<4x8xf32>
+  %3 = graph.add %2, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  exec.store %3 "gelu" global [4, 8] [B] : tensor<4x8xf32>
+  %4 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %5 = graph.add %4, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %6 = graph.add %5, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  exec.store %6 "broadcast" global [4, 8] [B] : tensor<4x8xf32>
+  %7 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %8 = graph.add %7, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %9 = graph.add %8, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  exec.store %8 "twice" global [4, 8] [B] : tensor<4x8xf32>
+  exec.store %9 "sum" global [4, 8] [B] : tensor<4x8xf32>
+  %10 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %11 = graph.add %10, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r = exec.load "input" "r" global [4, 8] [B] : tensor<4x8xf32>
+  %12 = graph.add %r, %11 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  exec.store %12 "later" global [4, 8] [B] : tensor<4x8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @residuals()
+// CHECK: %[[X:.*]] = exec.load "input" "x"
+// CHECK: %[[G:.*]] = exec.linear %[[X]], %{{.*}}, %{{.*}} gelu :
+// CHECK-NEXT: graph.add %[[G]], %[[X]]
+// CHECK: %[[L:.*]] = exec.linear %[[X]], %{{.*}}, %{{.*}} :
+// CHECK-NEXT: graph.add %[[L]], %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: %[[T:.*]] = exec.linear %[[X]], %{{.*}}, %{{.*}} :
+// CHECK-NEXT: graph.add %[[T]], %[[X]]
+// CHECK: %[[R:.*]] = exec.load "input" "r"
+// CHECK-NEXT: exec.linear %[[X]], %{{.*}}, %{{.*}} residual %[[R]] :
 
 // -----
 

@@ -85,3 +85,20 @@ func.func @partial() attributes {exec.ranks = array<i64: 0>} {
 // CHECK-NEXT: %[[G:.*]] = graph.softmax_grad %[[M]]
 // CHECK-NEXT: graph.causal_mask_grad %[[G]]
 // CHECK-NOT: exec.softmax
+
+// The mask's gradient fuses only after a causal exec.softmax: the fused
+// gradient reads a row only up to the diagonal, which is all of it only
+// where the probabilities are 0 past it.
+func.func @probabilities() attributes {exec.ranks = array<i64: 0>} {
+  %p = exec.load "input" "p" global [2, 4, 4] [B] : tensor<2x4x4xf32>
+  %dy = exec.load "input" "dy" global [2, 4, 4] [B] : tensor<2x4x4xf32>
+  %g = graph.softmax_grad %p, %dy axis = 2 : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %gm = graph.causal_mask_grad %g : tensor<2x4x4xf32>
+  exec.store %gm "dx" global [2, 4, 4] [B] : tensor<2x4x4xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @probabilities()
+// CHECK: graph.softmax_grad
+// CHECK-NEXT: graph.causal_mask_grad
+// CHECK-NOT: exec.softmax_grad

@@ -342,28 +342,33 @@ def scaled_causal_softmax(rng):
 
 
 def scaled_causal_softmax_grad(seq):
-    """d/dx sum(softmax(causal_mask(x * s)) * dy), from the softmax p. In
-    the compiled programs, where it is one exec.softmax_grad, dy is NaN
-    above the diagonal, where the product that computes it
-    (exec.causal_matmul) leaves it unwritten: the kernel must not read it
-    (graph.softmax_grad, which the evaluator runs, reads it all)."""
+    """d/dx sum(softmax(causal_mask(x * s)) * dy): the probabilities of the
+    scaled, masked softmax (one exec.softmax), then their gradient (one
+    exec.softmax_grad, which fuses the mask's gradient only after a causal
+    exec.softmax). In the compiled programs dy is NaN above the diagonal,
+    where the product that computes it (exec.causal_matmul) leaves it
+    unwritten: the kernel must not read it (graph.softmax_grad, which the
+    evaluator runs, reads it all)."""
     def make(rng):
         x, dy = uni(rng, (2, seq, seq), -3.0, 3.0), uni(rng, (2, seq, seq))
         s = np.array(-1.3, dtype=np.float32)
-        p = softmax(causal_mask_ref(f64(x) * float(s)), 2).astype(np.float32)
         y = num_grad(lambda v: np.sum(softmax(causal_mask_ref(v * float(s)), 2) * f64(dy)), x)
         if COMPILED:
             i, j = np.indices((seq, seq))
             dy = np.where(j > i, np.float32(np.nan), dy)
-        body = [f"%0 = graph.softmax_grad %p, %dy axis = 2 : {sig([p, dy], p)}",
-                f"%1 = graph.causal_mask_grad %0 : {T(p)}",
-                f"%r = graph.mul %s, %1 : {sig([s, p], p)}"]
-        return {"p": p, "dy": dy, "s": s}, body, y, RTOL_FD
+        body = [f"%0 = graph.mul %x, %s : {sig([x, s], x)}",
+                f"%1 = graph.causal_mask %0 : {T(x)}",
+                f"%p = graph.softmax %1 axis = 2 : {T(x)}",
+                f"%2 = graph.softmax_grad %p, %dy axis = 2 : {sig([x, dy], x)}",
+                f"%3 = graph.causal_mask_grad %2 : {T(x)}",
+                f"%r = graph.mul %s, %3 : {sig([s, x], x)}"]
+        return {"x": x, "dy": dy, "s": s}, body, y, RTOL_FD
     return make
 
 
-def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False):
-    """x @ w + b (w [N, K] with transpose_rhs), then a GELU if asked."""
+def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False, residual=False):
+    """x @ w + b (w [N, K] with transpose_rhs), then a GELU, or the residual
+    connection's add of r, if asked."""
     def make(rng):
         x, b = uni(rng, (*lead, k)), uni(rng, (n,))
         w = uni(rng, (n, k) if transposed else (k, n))
@@ -374,10 +379,15 @@ def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False):
         add = f"graph.add %b, %0 : {sig([b, out], out)}" if bias_first else \
             f"graph.add %0, %b : {sig([out, b], out)}"
         body = [f"%0 = graph.matmul %x, %w{flag} : {sig([x, w], out)}",
-                f"%{'1' if gelu_after else 'r'} = {add}"]
+                f"%{'1' if gelu_after or residual else 'r'} = {add}"]
         if gelu_after:
             body.append(f"%r = graph.gelu %1 : {T(out)}")
-        return {"x": x, "w": w, "b": b}, body, y, RTOL_MATMUL
+        inputs = {"x": x, "w": w, "b": b}
+        if residual:
+            inputs["res"] = uni(rng, (*lead, n))
+            y = y + f64(inputs["res"])
+            body.append(f"%r = graph.add %res, %1 : {sig([out, out], out)}")
+        return inputs, body, y, RTOL_MATMUL
     return make
 
 
@@ -639,6 +649,9 @@ CASES = [
     ("fused: linear, bias first, transpose_rhs", linear((6,), 8, 5, bias_first=True,
                                                          transposed=True)),
     ("fused: linear + bias, K and N of 64", linear((4, 8), 64, 64)),
+    ("fused: linear + bias + residual", linear((2, 3), 8, 16, residual=True)),
+    ("fused: linear + bias + residual, transpose_rhs", linear((6,), 8, 5, transposed=True,
+                                                              residual=True)),
     ("fused: elementwise chain", elementwise_chain),
     ("sgd_update momentum 0.9, weight_decay 0.01", sgd_update(0.1, 0.9, 0.01)),
     ("sgd_update momentum 0, weight_decay 0", sgd_update(0.05, 0.0, 0.0)),

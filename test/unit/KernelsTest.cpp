@@ -202,9 +202,19 @@ TEST(KernelsTest, CausalMatmulComputesOnlyToTheDiagonal) {
         p[i] = 0.0f;
     for (bool transA : {false, true})
       for (bool transB : {false, true}) {
+        // What no block reads is NaN here: past the row's block (before
+        // it, transposed), so a product that read it would show.
+        Values unread = p;
+        for (int64_t i = 0; i < batch * s * s; ++i) {
+          int64_t row = i / s % s, col = i % s;
+          int64_t query = transA ? col : row, key = transA ? row : col;
+          int64_t first = query / blockRows * blockRows, end = first + blockRows;
+          if (blockRows < s && (transA ? key < first : key >= end))
+            unread[i] = unwritten;
+        }
         Values full(batch * s * d), part(batch * s * d, unwritten);
         matmul(p.data(), v.data(), full.data(), batch, s, d, s, transA, transB, false);
-        matmul(p.data(), v.data(), part.data(), batch, s, d, s, transA, transB, false,
+        matmul(unread.data(), v.data(), part.data(), batch, s, d, s, transA, transB, false,
                sbprt::Causal::LowerLhs, blockRows);
         for (int64_t i = 0; i < batch * s * d; ++i)
           ASSERT_NEAR(part[i], full[i], 1e-5) << "element " << i << " blockRows " << blockRows
@@ -222,6 +232,19 @@ TEST(KernelsTest, CausalMatmulComputesOnlyToTheDiagonal) {
          2);
   for (int64_t i = 0; i < s * d; ++i)
     ASSERT_NEAR(float(part[i]), float(full[i]), 1e-2) << "element " << i;
+  // bf16 scores by a shared key matrix: the computed part as the whole's.
+  std::vector<sbprt::bf16> qb(batch * s * d), kb(s * d), sw(batch * s * s),
+      sb(batch * s * s, sbprt::bf16(unwritten));
+  Values qv = randomData(batch * s * d, 29), kv = randomData(s * d, 30);
+  std::copy(qv.begin(), qv.end(), qb.begin());
+  std::copy(kv.begin(), kv.end(), kb.begin());
+  matmul(qb.data(), kb.data(), sw.data(), batch, s, s, d, false, true, true);
+  matmul(qb.data(), kb.data(), sb.data(), batch, s, s, d, false, true, true,
+         sbprt::Causal::LowerResult, 3);
+  for (int64_t i = 0; i < batch * s * s; ++i)
+    if (i % s <= i / s % s) {
+      ASSERT_EQ(float(sb[i]), float(sw[i])) << "element " << i;
+    }
   // Not the square the kind needs: the whole product.
   Values a = randomData(3 * 4, 27), b = randomData(4 * 5, 28), c(3 * 5), want(3 * 5);
   matmul(a.data(), b.data(), want.data(), 1, 3, 5, 4, false, false, false);
@@ -230,6 +253,9 @@ TEST(KernelsTest, CausalMatmulComputesOnlyToTheDiagonal) {
   for (int64_t i = 0; i < 3 * 5; ++i)
     ASSERT_EQ(c[i], want[i]) << "element " << i;
 }
+
+/// exec.linear without a residual.
+constexpr const float *kNoResidual = nullptr;
 
 /// exec.linear is graph.matmul, graph.add of the bias and graph.gelu one
 /// after the other, bit for bit, with the weight either way round.
@@ -244,14 +270,27 @@ TEST(KernelsTest, LinearIsMatmulAddGelu) {
              {rows, n});
       if (gelu)
         unary(UnaryKind::Gelu, want.data(), want.data(), rows * n);
-      linear(x.data(), w.data(), bias.data(), got.data(), rows, n, k, transposeW, gelu);
+      linear(x.data(), w.data(), bias.data(), kNoResidual, got.data(), rows, n, k, transposeW, gelu);
       for (int64_t i = 0; i < rows * n; ++i)
         ASSERT_EQ(got[i], want[i]) << "element " << i << " transposeW " << transposeW
                                    << " gelu " << gelu;
     }
+  // With a residual: graph.add of it to the sum, bit for bit.
+  Values residual = randomData(rows * n, 14);
+  for (bool transposeW : {false, true}) {
+    Values product(rows * n), want(rows * n), got(rows * n);
+    matmul(x.data(), w.data(), product.data(), 1, rows, n, k, false, transposeW, true);
+    binary(BinaryKind::Add, product.data(), {rows, n}, bias.data(), {n}, want.data(), {rows, n});
+    binary(BinaryKind::Add, residual.data(), {rows, n}, want.data(), {rows, n}, want.data(),
+           {rows, n});
+    linear(x.data(), w.data(), bias.data(), residual.data(), got.data(), rows, n, k, transposeW,
+           false);
+    for (int64_t i = 0; i < rows * n; ++i)
+      ASSERT_EQ(got[i], want[i]) << "element " << i << " transposeW " << transposeW;
+  }
   // Nothing to contract: the bias alone.
   Values got(rows * n);
-  linear(x.data(), w.data(), bias.data(), got.data(), rows, n, 0, false, false);
+  linear(x.data(), w.data(), bias.data(), kNoResidual, got.data(), rows, n, 0, false, false);
   for (int64_t i = 0; i < rows * n; ++i)
     ASSERT_EQ(got[i], bias[i % n]);
 }
@@ -542,8 +581,9 @@ TEST(Bf16Test, KernelsRoundOnce) {
   // The linear layer rounds once, after the bias and the GELU.
   Values biasK = bf16Exact(randomData(k, 8));
   auto biasKb = toBf16(biasK);
-  linear(x.data(), w.data(), biasK.data(), fm.data(), rows, k, width, false, true);
-  linear(xb.data(), wb.data(), biasKb.data(), bm.data(), rows, k, width, false, true);
+  linear(x.data(), w.data(), biasK.data(), kNoResidual, fm.data(), rows, k, width, false, true);
+  linear(xb.data(), wb.data(), biasKb.data(), static_cast<const sbprt::bf16 *>(nullptr), bm.data(), rows, k,
+         width, false, true);
   expectRoundedOnce(fm, bm);
 
   reduce(ReduceKind::Sum, x.data(), {rows, width}, {0}, fs.data());

@@ -271,10 +271,18 @@ LogicalResult FusedOp::verify() {
 }
 
 /// exec.linear: input [..., M, K] of rank 2 or more, weight [K, N] ([N, K]
-/// with transpose_rhs), bias [N], result [..., M, N], one element type.
+/// with transpose_rhs), bias [N], result [..., M, N], one element type; a
+/// residual of the result's type, not with the GELU.
 LogicalResult LinearOp::verify() {
   auto input = getInput().getType(), weight = getWeight().getType(),
        bias = getBias().getType(), result = getResult().getType();
+  if (Value residual = getResidual()) {
+    if (residual.getType() != result)
+      return emitOpError() << "residual " << residual.getType() << " must have the result's type "
+                           << result;
+    if (getGelu())
+      return emitOpError() << "takes a residual or the GELU, not both";
+  }
   for (RankedTensorType type : {weight, bias, result})
     if (type.getElementType() != input.getElementType())
       return emitOpError() << "operands and result must have one element type, got "

@@ -256,28 +256,36 @@ def Exec_FusedOp : Exec_Op<"fused", [IsolatedFromAbove]> {
 }
 
 def Exec_LinearOp : Exec_Op<"linear", [Pure]> {
-  let summary = "a matrix product with its bias (and GELU) in the GEMM's epilogue (--exec-fuse)";
+  let summary = "a matrix product with its bias (and GELU, or a residual) in the GEMM's epilogue "
+                "(--exec-fuse)";
   let description = [{
     `gelu(matmul(input, weight) + bias)`, the GELU there when `gelu` is
     named: what `graph.matmul` by a shared `[K, N]` weight (`[N, K]` with
     `transpose_rhs`), `graph.add` of an `[N]` bias and `graph.gelu` compute
-    one after the other. The sum and the GELU happen as the product is
-    written (cuBLASLt's bias and GELU epilogues on the GPU, the loop after
-    the GEMM on the CPU), so the product never makes a round trip through
-    memory. On the CPU the bits are those of the three ops in f32; a bf16
-    result is rounded once, not after each op.
+    one after the other. With a `residual` of the result's type instead of
+    the GELU, `(matmul(input, weight) + bias) + residual`: a residual
+    connection's `graph.add` too. The sums and the GELU happen as the
+    product is written (cuBLASLt's bias and GELU epilogues, and its C
+    operand with beta = 1 for the residual, on the GPU; the loop after the
+    GEMM on the CPU), so the product never makes a round trip through
+    memory. On the CPU the bits are those of the ops one after the other in
+    f32; a bf16 result is rounded once, not after each op.
 
     ```mlir
     %h = exec.linear %x, %w, %b gelu
         : (tensor<2x8x16xf32>, tensor<16x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    %y = exec.linear %h, %w2, %b2 residual %r
+        : (tensor<2x8x64xf32>, tensor<64x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
+        -> tensor<2x8x16xf32>
     ```
   }];
   let arguments = (ins Exec_FloatTensor:$input, Exec_FloatTensor:$weight,
-                       Exec_FloatTensor:$bias, UnitAttr:$transpose_rhs, UnitAttr:$gelu);
+                       Exec_FloatTensor:$bias, Optional<Exec_FloatTensor>:$residual,
+                       UnitAttr:$transpose_rhs, UnitAttr:$gelu);
   let results = (outs Exec_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight `,` $bias (`transpose_rhs` $transpose_rhs^)? (`gelu` $gelu^)? attr-dict
-    `:` functional-type(operands, results)
+    $input `,` $weight `,` $bias (`residual` $residual^)? (`transpose_rhs` $transpose_rhs^)?
+    (`gelu` $gelu^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -346,7 +354,11 @@ def Exec_SoftmaxGradOp
     Given the probabilities `probs` and their gradient `grad`, the gradient
     of the scores: `graph.softmax_grad` over the last axis, then
     `graph.causal_mask_grad` (0 above the diagonal) and `graph.mul` by the
-    scale, each when named, with the same rounding as those ops.
+    scale, each when named, with the same rounding as those ops. With
+    `causal`, `probs` must be 0 above the diagonal (a causal
+    `exec.softmax`'s, as --exec-fuse makes sure): a row is read only up to
+    the diagonal, and `grad` past it may be memory never written
+    (`exec.causal_matmul`).
 
     ```mlir
     %ds = exec.softmax_grad %p, %dp scale %s : tensor<f32> causal : tensor<2x4x8x8xf32>

@@ -273,3 +273,28 @@ func.func @causal_matmul_shapes() {
   %s = exec.causal_matmul %q, %q lower_result : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x4xf32>
   return
 }
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_residual() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 3] [B] : tensor<8x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  // expected-error @+1 {{'exec.linear' op residual 'tensor<3xf32>' must have the result's type 'tensor<4x3xf32>'}}
+  %y = exec.linear %x, %w, %b residual %b : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_residual_gelu() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 3] [B] : tensor<8x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  %r = exec.load "input" "r" global [4, 3] [B] : tensor<4x3xf32>
+  // expected-error @+1 {{'exec.linear' op takes a residual or the GELU, not both}}
+  %y = exec.linear %x, %w, %b residual %r gelu : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
