@@ -240,7 +240,8 @@ bool fuseSiblingLinears(Value input) {
       groups;
   for (Operation *user : input.getUsers()) {
     auto linear = dyn_cast<exec::LinearOp>(user);
-    if (!linear || linear.getInput() != input || linear.getTransposeRhs() || linear.getGelu())
+    if (!linear || linear.getInput() != input || linear.getTransposeRhs() || linear.getGelu() ||
+        linear.getResidual())
       continue;
     int64_t wIndex = -1, bIndex = -1;
     Value w = wholeOfSlice(linear.getWeight(), 1, wIndex),

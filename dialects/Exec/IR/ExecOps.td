@@ -263,8 +263,9 @@ def Exec_LinearOp : Exec_Op<"linear", [Pure]> {
     named: what `graph.matmul` by a shared `[K, N]` weight (`[N, K]` with
     `transpose_rhs`), `graph.add` of an `[N]` bias and `graph.gelu` compute
     one after the other. With a `residual` of the result's type instead of
-    the GELU, `(matmul(input, weight) + bias) + residual`: a residual
-    connection's `graph.add` too. The sums and the GELU happen as the
+    the GELU, `matmul(input, weight) + bias + residual`: a residual
+    connection's `graph.add` too (the CPU adds the bias first, cuBLASLt
+    the residual). The sums and the GELU happen as the
     product is written (cuBLASLt's bias and GELU epilogues, and its C
     operand with beta = 1 for the residual, on the GPU; the loop after the
     GEMM on the CPU), so the product never makes a round trip through
