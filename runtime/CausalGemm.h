@@ -9,9 +9,10 @@
 // the work (5/8 with 4 blocks, 9/16 with 8). Plain C++.
 #pragma once
 
+#include "runtime/Env.h"
+
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
 namespace sbprt {
@@ -70,8 +71,8 @@ inline std::vector<GemmBlock> causalBlocks(Causal causal, int64_t m, int64_t n, 
 /// blocks' offsets keep 16-byte alignment) as make sense, up to `maxBlocks`.
 inline int64_t causalBlockRows(int64_t m, int64_t minRows, int64_t maxBlocks) {
   static const long long forced = [] {
-    const char *value = std::getenv("SBPRT_CAUSAL_BLOCK");
-    return value && *value ? std::max(0LL, std::strtoll(value, nullptr, 10)) : -1LL;
+    auto value = envInteger("SBPRT_CAUSAL_BLOCK");
+    return value ? std::max(0LL, *value) : -1LL;
   }();
   if (forced >= 0)
     return forced ? forced : m;

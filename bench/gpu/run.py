@@ -443,7 +443,10 @@ def measure(args, peaks, name):
                 rec["sbpc_ops"] = sbpc_op_profile(args, program, params_path, inputs)
             except RuntimeError as e:
                 rec["sbpc_ops_missing"] = str(e)
-        if workload == "gemm":
+        if args.sbpc_only:
+            others = {k: "not run (--sbpc-only)"
+                      for k in (("cublas",) if workload == "gemm" else ("eager", "compile"))}
+        elif workload == "gemm":
             others = {"cublas": cublas_time(args, x, params["w"], entry["epilogue"] == "none",
                                             precision)}
         else:
@@ -548,6 +551,9 @@ def main():
     ap.add_argument("--profile-ops", action="store_true",
                     help="also run each sbpc program once with --profile ops and tabulate "
                          "where its time goes")
+    ap.add_argument("--sbpc-only", action="store_true",
+                    help="time sbpc's programs alone, without PyTorch and cuBLAS: to compare "
+                         "runtime settings (SBPRT_CAUSAL_BLOCK=0, say) in a second run")
     ap.add_argument("--no-gpu-ok", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     precisions = args.precision.split(",")

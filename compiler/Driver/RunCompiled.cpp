@@ -43,6 +43,17 @@ std::string failureLine(const std::string &log) {
   return last.empty() ? "the job failed without a message" : last;
 }
 
+/// The runtime's warnings in the job's log ("sbprt: warning: ..."), each
+/// once: a job that succeeds keeps its log, but these concern the user.
+std::vector<std::string> runtimeWarnings(const std::string &log) {
+  std::ifstream lines(log);
+  std::vector<std::string> warnings;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("sbprt: warning: ", 0) == 0 && !llvm::is_contained(warnings, line))
+      warnings.push_back(line);
+  return warnings;
+}
+
 } // namespace
 
 FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &dir) {
@@ -193,6 +204,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   if (code != 0)
     return reportError(failureLine(log) + (code < 0 ? " (" + error + ")" : "") +
                        " (the job's output is in " + log + ")");
+  for (const std::string &warning : runtimeWarnings(log))
+    llvm::errs() << warning << "\n";
 
   // Outputs: every rank's shard where it wrote one, assembled as laid out.
   for (const ProgramManifest::Output &output : manifest->outputs) {

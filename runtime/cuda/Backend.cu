@@ -1,6 +1,7 @@
 // The rank's GPU: device choice, stream, cuBLAS handle, device arena and
 // error checks.
 #include "runtime/cuda/Backend.h"
+#include "runtime/Env.h"
 #include "runtime/comm/GpuChoice.h"
 #include "runtime/cuda/Communicators.h"
 #include "runtime/cuda/Context.h"
@@ -16,8 +17,8 @@ namespace {
 
 int envInt(std::initializer_list<const char *> names, int fallback) {
   for (const char *name : names)
-    if (const char *value = std::getenv(name); value && *value)
-      return std::atoi(value);
+    if (auto value = envInteger(name))
+      return static_cast<int>(*value);
   return fallback;
 }
 
@@ -219,9 +220,9 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
   c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
   c.onePassRows = envInt({"SBPRT_CUDA_ONE_PASS"}, 1) != 0;
-  if (const char *pad = std::getenv("SBPRT_CUDA_GEMM_PAD"); pad && *pad)
-    c.gemmPadBytes = static_cast<size_t>(std::clamp<long long>(
-        std::strtoll(pad, nullptr, 10), 0, static_cast<long long>(kLtWorkspaceBytes)));
+  if (auto pad = envInteger("SBPRT_CUDA_GEMM_PAD"))
+    c.gemmPadBytes = static_cast<size_t>(
+        std::clamp<long long>(*pad, 0, static_cast<long long>(kLtWorkspaceBytes)));
   if (!ok(cudaSetDevice(c.device), "selecting the GPU", error) ||
       !ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "creating the stream",
           error))

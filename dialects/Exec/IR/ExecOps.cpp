@@ -3,6 +3,8 @@
 // divides one dimension by p, a load's type is the block its layout gives.
 #include "dialects/Exec/IR/ExecOps.h"
 
+#include "dialects/Common/Shapes.h"
+
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "runtime/Tensor.h"
 
@@ -307,8 +309,7 @@ LogicalResult LinearOp::verify() {
   return success();
 }
 
-/// exec.causal_matmul: graph.matmul's shapes with a batched rhs or a
-/// matrix, one element type, and exactly one of lower_lhs (a square lhs)
+/// exec.causal_matmul: graph.matmul's shape rule, one element type, and exactly one of lower_lhs (a square lhs)
 /// and lower_result (a square result).
 LogicalResult CausalMatmulOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType(), result = getResult().getType();
@@ -316,19 +317,16 @@ LogicalResult CausalMatmulOp::verify() {
       result.getElementType() != lhs.getElementType())
     return emitOpError() << "operands and result must have one element type, got " << lhs << ", "
                          << rhs << " and " << result;
+  std::string why;
+  auto expected = matmulShape(lhs.getShape(), rhs.getShape(), getTransposeLhs(),
+                              getTransposeRhs(), why);
+  if (!expected)
+    return emitOpError() << why;
+  if (result.getShape() != ArrayRef<int64_t>(*expected))
+    return emitOpError() << "result " << result << " must have shape " << formatShape(*expected);
   size_t rank = lhs.getRank();
-  if (rank < 2 || (rhs.getRank() != 2 && rhs.getRank() != static_cast<int64_t>(rank)))
-    return emitOpError() << "needs an lhs of rank 2 or more and an rhs of its rank or 2, got "
-                         << lhs << " and " << rhs;
-  auto l = lhs.getShape(), r = rhs.getShape();
-  size_t rb = r.size() - 2;
-  int64_t m = l[rank - (getTransposeLhs() ? 1 : 2)], k = l[rank - (getTransposeLhs() ? 2 : 1)];
-  int64_t rk = r[rb + (getTransposeRhs() ? 1 : 0)], n = r[rb + (getTransposeRhs() ? 0 : 1)];
-  SmallVector<int64_t> expected(l.take_front(rank - 2));
-  expected.append({m, n});
-  if (rk != k || (rb && r.take_front(rb) != l.take_front(rank - 2)) ||
-      result.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError() << "shapes " << lhs << " and " << rhs << " do not multiply to " << result;
+  int64_t m = lhs.getDimSize(rank - (getTransposeLhs() ? 1 : 2));
+  int64_t k = lhs.getDimSize(rank - (getTransposeLhs() ? 2 : 1)), n = expected->back();
   if (getLowerLhs() == getLowerResult())
     return emitOpError() << "needs exactly one of lower_lhs and lower_result";
   if (getLowerLhs() ? m != k : m != n)

@@ -28,14 +28,6 @@ void GraphDialect::initialize() {
       >();
 }
 
-std::string sbpc::graph::formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return text;
-}
-
 bool sbpc::graph::isValidShape(ShapedType type) {
   if (!type.hasStaticShape())
     return false;
@@ -209,29 +201,12 @@ static LogicalResult inferBroadcast(MLIRContext *ctx, std::optional<Location> lo
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   ShapeError error{loc, getOperationName()};
-  ArrayRef<int64_t> lhs = shapeOf(adaptor.getLhs()), rhs = shapeOf(adaptor.getRhs());
-  if (lhs.size() < 2 || rhs.size() < 2)
-    return error() << "operands must have rank >= 2, got " << formatShape(lhs) << " and "
-                   << formatShape(rhs);
-  size_t batchRank = lhs.size() - 2;
-  if (rhs.size() != 2 && rhs.size() != lhs.size())
-    return error() << "rhs " << formatShape(rhs)
-                   << " must be a matrix or have the batch dimensions of lhs "
-                   << formatShape(lhs);
-  if (rhs.size() != 2 && lhs.take_front(batchRank) != rhs.take_front(batchRank))
-    return error() << "batch dimensions of lhs " << formatShape(lhs) << " and rhs "
-                   << formatShape(rhs) << " differ";
-  int64_t m = lhs[batchRank + (adaptor.getTransposeLhs() ? 1 : 0)];
-  int64_t kl = lhs[batchRank + (adaptor.getTransposeLhs() ? 0 : 1)];
-  size_t rb = rhs.size() - 2;
-  int64_t kr = rhs[rb + (adaptor.getTransposeRhs() ? 1 : 0)];
-  int64_t n = rhs[rb + (adaptor.getTransposeRhs() ? 0 : 1)];
-  if (kl != kr)
-    return error() << "contracting dimensions differ: lhs " << formatShape(lhs)
-                   << " has K = " << kl << ", rhs " << formatShape(rhs) << " has K = " << kr;
-  SmallVector<int64_t> shape(lhs.take_front(batchRank));
-  shape.append({m, n});
-  return pushFloatTensor(error, {adaptor.getLhs(), adaptor.getRhs()}, shape, types);
+  std::string why;
+  auto shape = matmulShape(shapeOf(adaptor.getLhs()), shapeOf(adaptor.getRhs()),
+                           adaptor.getTransposeLhs(), adaptor.getTransposeRhs(), why);
+  if (!shape)
+    return error() << why;
+  return pushFloatTensor(error, {adaptor.getLhs(), adaptor.getRhs()}, *shape, types);
 }
 
 /// The shape rule of the reductions (used by their ODS class).

@@ -1,6 +1,7 @@
 // Operations of the graph dialect.
 #pragma once
 
+#include "dialects/Common/Shapes.h"
 #include "dialects/Graph/IR/GraphDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -47,8 +48,7 @@ namespace sbpc::graph {
 std::optional<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> lhs,
                                                           llvm::ArrayRef<int64_t> rhs);
 
-/// "[2, 16, 64]": how shapes appear in every diagnostic.
-std::string formatShape(llvm::ArrayRef<int64_t> shape);
+using sbpc::formatShape;
 
 /// What is wrong with `value` for the optimizer hyperparameter `name` of
 /// graph.sgd_update and graph.adamw_update (lr, momentum, beta1, beta2,

@@ -269,8 +269,18 @@ func.func @causal_matmul_square() {
 sbp.mesh @m axes ["a"] shape [2]
 func.func @causal_matmul_shapes() {
   %q = exec.load "input" "q" global [2, 4, 3] [B] : tensor<2x4x3xf32>
-  // expected-error @+1 {{'exec.causal_matmul' op shapes 'tensor<2x4x3xf32>' and 'tensor<2x4x3xf32>' do not multiply to 'tensor<2x4x4xf32>'}}
+  // expected-error @+1 {{'exec.causal_matmul' op contracting dimensions differ: lhs [2, 4, 3] has K = 3, rhs [2, 4, 3] has K = 4}}
   %s = exec.causal_matmul %q, %q lower_result : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @causal_matmul_result() {
+  %q = exec.load "input" "q" global [2, 4, 3] [B] : tensor<2x4x3xf32>
+  // expected-error @+1 {{'exec.causal_matmul' op result 'tensor<2x4x5xf32>' must have shape [2, 4, 4]}}
+  %s = exec.causal_matmul %q, %q transpose_rhs lower_result : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x5xf32>
   return
 }
 
