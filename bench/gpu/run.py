@@ -407,12 +407,18 @@ def measure(args, peaks, name):
     x_path = os.path.join(args.workdir, "x.npy")
     records = []
     wanted = args.models.split(",") if args.models else None
+    # --gemm-models picks among the prepared GEMM layers (default: every one
+    # whose model runs, or every one with --models none).
+    gemm_wanted = args.gemm_models.split(",") if args.gemm_models else None
     for entry in prepared["programs"]:
         model, workload = entry["model"], entry["workload"]
         precision = entry.get("precision", "f32")  # programs.json before bf16 had none
         if wanted == ["none"] and workload != "gemm":  # the GEMM layers alone
             continue
-        if wanted and wanted != ["none"] and model not in wanted:
+        if workload == "gemm" and gemm_wanted:
+            if model not in gemm_wanted:
+                continue
+        elif wanted and wanted != ["none"] and model not in wanted:
             continue
         spec = MODELS[model]
         what = entry.get("layer", workload)
