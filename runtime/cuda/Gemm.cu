@@ -9,7 +9,8 @@
 // odd vocabulary, [T, 50257], and their gradients) would get cuBLAS's
 // narrow-load kernels, several times slower than its tensor-core ones; it
 // goes in chunks of C's rows through a scratch with padded rows instead
-// (paddedGemm below).
+// (paddedGemm below), or, where only C's rows are misaligned, computes C^T
+// in chunks and transposes them into C (transposedGemm).
 //
 // exec.causal_matmul (attention's products under a causal mask) is the
 // same GEMM per block of C's rows, each only as far as the diagonal
@@ -57,6 +58,44 @@ void copyMatrix(T *dst, int64_t dstLd, const T *src, int64_t srcLd, int64_t rows
 }
 
 int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+constexpr int kTile = 32, kTileRows = 8;
+
+/// dst[j][i] = src[i][j] for src's `rows` x `cols` (rows `srcLd` apart)
+/// into dst's rows `dstLd` apart: through a shared tile, so that both the
+/// reads and the writes go along rows. Blocks of kTile x kTileRows threads.
+template <typename T>
+__global__ void transposeKernel(T *dst, int64_t dstLd, const T *src, int64_t srcLd,
+                                int64_t rows, int64_t cols) {
+  __shared__ T tile[kTile][kTile + 1];
+  int64_t tilesDown = (rows + kTile - 1) / kTile, tilesAcross = (cols + kTile - 1) / kTile;
+  for (int64_t down = blockIdx.y; down < tilesDown; down += gridDim.y)
+    for (int64_t across = blockIdx.x; across < tilesAcross; across += gridDim.x) {
+      int64_t row0 = down * kTile, col0 = across * kTile;
+      for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+        int64_t row = row0 + i, col = col0 + threadIdx.x;
+        if (row < rows && col < cols)
+          tile[i][threadIdx.x] = src[row * srcLd + col];
+      }
+      __syncthreads();
+      for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+        int64_t col = col0 + i, row = row0 + threadIdx.x;
+        if (row < rows && col < cols)
+          dst[col * dstLd + row] = tile[threadIdx.x][i];
+      }
+      __syncthreads();
+    }
+}
+
+template <typename T>
+void transpose(T *dst, int64_t dstLd, const T *src, int64_t srcLd, int64_t rows, int64_t cols) {
+  int64_t down = (rows + kTile - 1) / kTile, across = (cols + kTile - 1) / kTile;
+  dim3 grid(static_cast<unsigned>(across < 4096 ? across : 4096),
+            static_cast<unsigned>(down < 65535 ? down : 65535));
+  transposeKernel<<<grid, dim3(kTile, kTileRows), 0, stream()>>>(dst, dstLd, src, srcLd, rows,
+                                                                 cols);
+  launched("matmul (transposing)");
+}
 
 /// Row-major c = op(a) op(b) for `batch` entries `strideA`, `strideB` and
 /// `strideC` elements apart, rows lda, ldb and ldc apart: column-major
@@ -126,6 +165,36 @@ bool splitKGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
   return true;
 }
 
+/// Row-major bf16 C[m, n] = op(A) B^T with A's and B's rows 16-byte aligned
+/// and C's not (the logits: x [T, 768] times the embedding [50,257, 768]
+/// transposed). cuBLAS's kernels for an odd row length are slow even into
+/// padded rows (60 TFLOP/s on an H200, where aligned ones reach 500), so
+/// this computes C^T = B op(A)^T instead, whose rows are m long, in chunks
+/// of its rows (B's) through the scratch, and transposes each into its
+/// columns of C. (B's rows aligned and C's not means B is transposed: its
+/// stored rows are n long otherwise.) False, having done nothing, where
+/// not one row of C^T fits in the scratch.
+bool transposedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int64_t k,
+                    bool transposeA, int64_t budget) {
+  constexpr int64_t kRowAlign = 16 / sizeof(bf16);
+  int64_t ld = roundUp(m, kRowAlign);
+  int64_t chunk = std::min(budget / (ld * static_cast<int64_t>(sizeof(bf16))), n);
+  if (chunk < 1)
+    return false;
+  if (chunk >= 64 && chunk < n)
+    chunk = chunk / 64 * 64;
+  auto *scratch = static_cast<bf16 *>(context().ltWorkspace);
+  for (int64_t first = 0; first < n; first += chunk) {
+    int64_t rows = std::min(chunk, n - first);
+    // Row-major C^T's rows [first, first + rows) = B's rows times op(A)^T:
+    // A stored [m, k] read transposed, or stored [k, m] read as it is.
+    stridedGemm(b + first * k, k, 0, a, transposeA ? m : k, 0, scratch, ld, 0, 1, rows, m, k,
+                false, !transposeA);
+    transpose(c + first, n, scratch, ld, rows, m);
+  }
+  return true;
+}
+
 /// Row-major bf16 C[m, n] = op(A) op(B) (one product) when B's rows are
 /// 16-byte aligned and A's or C's are not: in chunks of C's rows, each
 /// through the cuBLASLt workspace (free between exec.linear's calls on the
@@ -140,6 +209,8 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
   int64_t budget = static_cast<int64_t>(context().gemmPadBytes);
   if (!(padA || padC) || !rowsAligned(b, ldb, kElement) || budget <= 0)
     return false;
+  if (padC && !padA && transposedGemm(a, b, c, m, n, k, transposeA, budget))
+    return true;
   // Scratch bytes per row of C: A's (k elements, padded unless A is
   // transposed, whose chunk is k rows of the chunk's width) and C's.
   int64_t padK = roundUp(k, kRowAlign), padN = roundUp(n, kRowAlign);

@@ -576,10 +576,16 @@ CASES = [
     # Rows of the lhs or the product not 16-byte aligned in bf16 while the
     # rhs's are, as in a head over an odd vocabulary (logits [T, V], their
     # gradient by the embedding, the embedding's by the logits'): the CUDA
-    # target pads them in chunks of the product's rows (runtime/cuda/Gemm.cu).
+    # target pads them in chunks (runtime/cuda/Gemm.cu).
     ("matmul, lhs rows misaligned", matmul((20, 9), (9, 8))),
     ("matmul, product rows misaligned", matmul((4, 6, 8), (9, 8), tr=True)),
     ("matmul transpose_lhs, lhs rows misaligned", matmul((9, 20), (9, 8), tl=True)),
+    # ... the product's alone, which the CUDA target computes transposed
+    # (rows of 80, aligned) and transposes back, in chunks of its columns
+    # where the scratch is small.
+    ("matmul, product rows misaligned, long", matmul((2, 40, 8), (70, 8), tr=True)),
+    ("matmul transpose_lhs, product rows misaligned",
+     matmul((8, 40), (70, 8), tl=True, tr=True)),
     # ... and with long lhs rows, which a small scratch takes in chunks of
     # the contraction, summed in f32.
     ("matmul, lhs rows long and misaligned", matmul((20, 41), (41, 8))),
