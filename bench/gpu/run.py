@@ -55,9 +55,11 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
               [--profile-ops]
 
 --profile-ops runs each sbpc program once more with `--profile ops` (every
-op timed, on the GPU's clock for CUDA programs) and adds a third table:
-each program's largest kinds of op, their milliseconds and share, and
-bench.json's `sbpc_ops`. The timed runs are not profiled.
+op timed, on the GPU's clock for CUDA programs) and adds two tables: the
+forward's linear layers (its exec.linear ops) against cuBLAS's bare GEMMs
+of their shapes back to back, times the layers, where the run has both;
+and each program's largest kinds of op, their milliseconds and share
+(bench.json's `sbpc_ops`). The timed runs are not profiled.
 
 Exits non-zero when an sbpc program failed or ran past --timeout (the
 tables still say what was measured).
@@ -273,12 +275,13 @@ def sbpc_op_profile(args, program, params, inputs):
          "--output-dir", res], timeout=args.timeout + 60)
     rank = json.load(open(os.path.join(res, ".shards", "rank0.json")))
     shutil.rmtree(res, ignore_errors=True)
-    kinds = {}
+    kinds, counts = {}, {}
     for op in rank.get("ops", []):
         kind = op["op"].split(" ")[0]
         if kind not in ("exec.load", "exec.store"):
             kinds[kind] = kinds.get(kind, 0.0) + op["seconds"]
-    return {"clock": rank.get("ops_clock"), "seconds": kinds}
+            counts[kind] = counts.get(kind, 0) + op.get("calls", 1)
+    return {"clock": rank.get("ops_clock"), "seconds": kinds, "calls": counts}
 
 
 def torch_cuda():
@@ -518,6 +521,45 @@ def gemm_table(records):
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""
 
 
+BLOCK_LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+
+
+def model_gemm_table(records):
+    """The linear layers inside the forward (--profile-ops: its exec.linear
+    ops, one per block's layer, the GPU busy with the ops around them)
+    against cuBLAS's bare GEMMs of their shapes, each timed back to back,
+    times the layers: a lone layer's program starts on an idle GPU, which
+    costs it a nearly fixed 0.1 to 0.2 ms (idle_probe.py), where these do
+    not. Needs the forward and its model's GEMM layers in one run."""
+    rows = ["| model | precision | linear ops | sbpc ms | cuBLAS ms | sbpc / cuBLAS |",
+            "|---|---|---:|---:|---:|---:|"]
+    for r in records:
+        ops = r.get("sbpc_ops", {})
+        if r["workload"] != "forward" or "exec.linear" not in ops.get("seconds", {}):
+            continue
+        layers = {g["layer"]: g for g in records
+                  if g["workload"] == "gemm" and g["model"] == r["model"]
+                  and g["precision"] == r["precision"] and g.get("epilogue") != "matmul"}
+        if not all(name in layers for name in BLOCK_LINEARS):
+            continue
+        calls, seconds = ops.get("calls", {}).get("exec.linear"), ops["seconds"]["exec.linear"]
+        cells = [r["model"], r["precision"], str(calls or "?"), f"{1e3 * seconds:.2f}"]
+        cublas = [layers[name].get("cublas_seconds") for name in BLOCK_LINEARS]
+        if calls != len(BLOCK_LINEARS) * r["layers"]:
+            cells += [f"not {len(BLOCK_LINEARS)} per block: not compared", ""]
+        elif all(isinstance(c, float) for c in cublas):
+            total = r["layers"] * sum(cublas)
+            ratio = total / seconds
+            cells += [f"{1e3 * total:.2f}", f"{100 * ratio:.1f}% "
+                      f"{'(target 90%: met)' if ratio >= 0.9 else '(target 90%: missed)'}"]
+        else:
+            cells += [next(layers[name].get("cublas_missing", "?")
+                           for name, c in zip(BLOCK_LINEARS, cublas) if not isinstance(c, float)),
+                      ""]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
 def ops_table(records, top=6):
     """Where each sbpc program's time goes (--profile-ops): its largest
     kinds of op, their milliseconds in one run and share of the ops' sum."""
@@ -598,7 +640,7 @@ def main():
             f"accumulation; median of {args.repeat - 1} runs after a warm-up; MFU against "
             f"the dense peaks ({peak_text}).\n\n")
     text = note + "\n".join(t for t in (model_table(records, peaks), gemm_table(records),
-                                         ops_table(records)) if t)
+                                         model_gemm_table(records), ops_table(records)) if t)
     os.makedirs(args.out, exist_ok=True)
     json.dump({"gpu": name, "date": stamp, "peak_tflops": peaks, "records": records,
                "complete": True},
