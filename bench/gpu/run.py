@@ -52,7 +52,7 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
        run.py --sbpc S --prepare DIR [--models ...] [--gemm-models ...] [--precision ...]
               [--batch B] [--seq S] [--target cuda|cpu]
        run.py --programs DIR --out OUT [--repeat 10] [--timeout 300] [--workdir DIR]
-              [--profile-ops]
+              [--models ...] [--gemm-models ...] [--profile-ops] [--sbpc-only]
 
 --profile-ops runs each sbpc program once more with `--profile ops` (every
 op timed, on the GPU's clock for CUDA programs) and adds two tables: the
@@ -60,6 +60,9 @@ forward's linear layers (its exec.linear ops) against cuBLAS's bare GEMMs
 of their shapes back to back, times the layers, where the run has both;
 and each program's largest kinds of op, their milliseconds and share
 (bench.json's `sbpc_ops`). The timed runs are not profiled.
+
+--sbpc-only leaves PyTorch and cuBLAS out: a second run under another
+runtime setting (SBPRT_CAUSAL_BLOCK=0, say) to set beside the first.
 
 Exits non-zero when an sbpc program failed or ran past --timeout (the
 tables still say what was measured).
