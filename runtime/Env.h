@@ -9,9 +9,10 @@
 
 namespace sbprt {
 
-/// The integer in environment variable `name`; std::nullopt when it is
-/// unset or empty, and when it is not an integer, which is said on stderr
-/// once per read (a typo must not silently select the default).
+/// The integer in environment variable `name` (decimal, a sign allowed,
+/// nothing after it); std::nullopt when it is unset or empty, and when it
+/// is not such an integer, which is said on stderr once per read (a typo
+/// must not silently select the default).
 inline std::optional<long long> envInteger(const char *name) {
   const char *value = std::getenv(name);
   if (!value || !*value)

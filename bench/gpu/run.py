@@ -548,7 +548,9 @@ def model_gemm_table(records):
         calls, seconds = ops.get("calls", {}).get("exec.linear"), ops["seconds"]["exec.linear"]
         cells = [r["model"], r["precision"], str(calls or "?"), f"{1e3 * seconds:.2f}"]
         cublas = [layers[name].get("cublas_seconds") for name in BLOCK_LINEARS]
-        if calls != len(BLOCK_LINEARS) * r["layers"]:
+        if calls is None:
+            cells += ["op counts unknown (an older bench.json): not compared", ""]
+        elif calls != len(BLOCK_LINEARS) * r["layers"]:
             cells += [f"not {len(BLOCK_LINEARS)} per block: not compared", ""]
         elif all(isinstance(c, float) for c in cublas):
             total = r["layers"] * sum(cublas)

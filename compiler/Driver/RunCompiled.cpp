@@ -44,7 +44,7 @@ std::string failureLine(const std::string &log) {
 }
 
 /// The runtime's warnings in the job's log ("sbprt: warning: ..."), each
-/// once: a job that succeeds keeps its log, but these concern the user.
+/// once: they concern the user whether the job succeeds or fails.
 std::vector<std::string> runtimeWarnings(const std::string &log) {
   std::ifstream lines(log);
   std::vector<std::string> warnings;
@@ -201,11 +201,11 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
       redirects, 0, 0, &error);
   if (!session.empty())
     llvm::sys::fs::remove_directories(session);
+  for (const std::string &warning : runtimeWarnings(log))
+    llvm::errs() << warning << "\n";
   if (code != 0)
     return reportError(failureLine(log) + (code < 0 ? " (" + error + ")" : "") +
                        " (the job's output is in " + log + ")");
-  for (const std::string &warning : runtimeWarnings(log))
-    llvm::errs() << warning << "\n";
 
   // Outputs: every rank's shard where it wrote one, assembled as laid out.
   for (const ProgramManifest::Output &output : manifest->outputs) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,7 +19,7 @@ namespace {
 int envInt(std::initializer_list<const char *> names, int fallback) {
   for (const char *name : names)
     if (auto value = envInteger(name))
-      return static_cast<int>(*value);
+      return static_cast<int>(std::clamp<long long>(*value, INT_MIN, INT_MAX));
   return fallback;
 }
 
@@ -220,6 +221,7 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   c.syncEachOp = envInt({"SBPRT_CUDA_SYNC"}, 0) != 0;
   c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
   c.onePassRows = envInt({"SBPRT_CUDA_ONE_PASS"}, 1) != 0;
+  c.initcheck = envInt({"SBPRT_CUDA_INITCHECK"}, 0) != 0;
   if (auto pad = envInteger("SBPRT_CUDA_GEMM_PAD"))
     c.gemmPadBytes = static_cast<size_t>(
         std::clamp<long long>(*pad, 0, static_cast<long long>(kLtWorkspaceBytes)));

@@ -38,6 +38,10 @@ struct Context {
   /// GEMM with misaligned rows uses to pad them (Gemm.cu); 0: none, the
   /// GEMM as it is.
   size_t gemmPadBytes = kLtWorkspaceBytes;
+  /// SBPRT_CUDA_INITCHECK=1 (device_check.py sets it under initcheck):
+  /// scratch that cuBLAS's bf16 GEMMs write and our kernels then read is
+  /// zeroed first, as initcheck does not see those GEMMs' writes (Gemm.cu).
+  bool initcheck = false;
   /// Kernel workspace outside the arena (per-row statistics, per-chunk
   /// column sums, staged ids), grown on demand and kept: a few bytes per
   /// row, up to 4 KiB per column.

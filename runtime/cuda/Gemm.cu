@@ -171,21 +171,25 @@ bool splitKGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
 /// padded rows (60 TFLOP/s on an H200, where aligned ones reach 500), so
 /// this computes C^T = B op(A)^T instead, whose rows are m long, in chunks
 /// of its rows (B's) through the scratch, and transposes each into its
-/// columns of C. (B's rows aligned and C's not means B is transposed: its
-/// stored rows are n long otherwise.) False, having done nothing, where
-/// not one row of C^T fits in the scratch.
+/// columns of C. Only for a transposed B (stored [n, k]): an untransposed
+/// one has rows n long, misaligned with C's unless C's start is what is
+/// misaligned. False, having done nothing, where B is not transposed or not
+/// one row of C^T fits in the scratch.
 bool transposedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int64_t k,
-                    bool transposeA, int64_t budget) {
+                    bool transposeA, bool transposeB, int64_t budget) {
   constexpr int64_t kRowAlign = 16 / sizeof(bf16);
   int64_t ld = roundUp(m, kRowAlign);
   int64_t chunk = std::min(budget / (ld * static_cast<int64_t>(sizeof(bf16))), n);
-  if (chunk < 1)
+  if (!transposeB || chunk < 1)
     return false;
   if (chunk >= 64 && chunk < n)
     chunk = chunk / 64 * 64;
   auto *scratch = static_cast<bf16 *>(context().ltWorkspace);
   for (int64_t first = 0; first < n; first += chunk) {
     int64_t rows = std::min(chunk, n - first);
+    if (context().initcheck)
+      check(cudaMemsetAsync(scratch, 0, rows * ld * sizeof(bf16), stream()),
+            "matmul (zeroing the scratch for initcheck)");
     // Row-major C^T's rows [first, first + rows) = B's rows times op(A)^T:
     // A stored [m, k] read transposed, or stored [k, m] read as it is.
     stridedGemm(b + first * k, k, 0, a, transposeA ? m : k, 0, scratch, ld, 0, 1, rows, m, k,
@@ -209,7 +213,7 @@ bool paddedGemm(const bf16 *a, const bf16 *b, bf16 *c, int64_t m, int64_t n, int
   int64_t budget = static_cast<int64_t>(context().gemmPadBytes);
   if (!(padA || padC) || !rowsAligned(b, ldb, kElement) || budget <= 0)
     return false;
-  if (padC && !padA && transposedGemm(a, b, c, m, n, k, transposeA, budget))
+  if (padC && !padA && transposedGemm(a, b, c, m, n, k, transposeA, transposeB, budget))
     return true;
   // Scratch bytes per row of C: A's (k elements, padded unless A is
   // transposed, whose chunk is k rows of the chunk's width) and C's.

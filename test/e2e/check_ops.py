@@ -51,7 +51,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
-from export import BF16_OPS_EXCLUDE, DEVICE_FLAGS, export_case  # noqa: E402
+from export import DEVICE_FLAGS, export_case  # noqa: E402
 
 RTOL = 1e-5
 RTOL_MATMUL = 1e-4
@@ -838,8 +838,7 @@ def run_compiled(args, sbpc, drawn):
         try:
             export_case(args.bundle, "ops" + ("-bf16" if bf16 else ""), prog, device,
                         [("run", run_args)], args.rtol or RTOL_MATMUL, bf16=bf16,
-                        sanitize=True, failing=failing,
-                        sanitize_exclude=BF16_OPS_EXCLUDE if bf16 else None)
+                        sanitize=True, failing=failing)
         except RuntimeError as e:
             return found + [("bundle", False, str(e))]
         found.append(("bundle", True, f"exported {len(checks)} cases as one program"))

@@ -11,14 +11,12 @@ A case directory holds:
   prog/                 the device program (sbpc compile -o), sources kept
   inputs/RUN-FILE       every file a run reads
   expected/RUN/         the CPU ranks' shards (NAME.rankR.npy) and rankR.json
-  case.json             {"name", "rtol", "norm_rtol", "sanitize"[, "unsanitized"]
-                         [, "sanitize_exclude"],
+  case.json             {"name", "rtol", "norm_rtol", "sanitize"[, "unsanitized"],
                          "runs": [{"name", "args"[, "fails_with"]}]}
 
 "sanitize" is false, true (compute-sanitizer's memcheck, racecheck and
 initcheck on rank 0's first run) or the tools to run; "unsanitized" says
-why a tool is left out: {tool: reason}; "sanitize_exclude" names kernels a
-tool passes over, and why: {tool: {"kernels": [substring], "why": reason}}.
+why a tool is left out: {tool: reason}.
 
 A run with "fails_with" has bad data (an id out of range): the CPU program
 failed on it, and the device program must fail with the same message.
@@ -73,21 +71,17 @@ def _localize(args, run, inputs_dir, copied):
 # initchecked.
 BF16_TOOLS = ["memcheck", "racecheck"]
 BF16_UNSANITIZED = {"initcheck": "cuBLAS's bf16 GEMM results look unwritten to it (docs/cuda.md)"}
-# check_ops's bf16 program keeps initcheck but for the one kernel that reads
-# a large bf16 GEMM's result (a misaligned product computed transposed).
-BF16_OPS_EXCLUDE = {"initcheck": {"kernels": ["transposeKernel"],
-                                  "why": "it reads cuBLAS's bf16 GEMM results (docs/cuda.md)"}}
 
 
 def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol=None,
-                bf16=False, sanitize=False, failing=(), unsanitized=None, sanitize_exclude=None):
+                bf16=False, sanitize=False, failing=(), unsanitized=None):
     """Writes bundle/name from a CPU-compiled and a device-compiled program
     of the same flags; `runs` is [(run name, launch arguments)] with paths
     as the caller has them; rtol and norm_rtol are the suite's tolerances
     against its reference (npy_tools.relative_errors). `failing` are more
     runs, on which the CPU program must fail: the device must fail alike.
-    `sanitize` (True, or the tools), `unsanitized` ({tool: why not}) and
-    `sanitize_exclude` go into case.json as they are.
+    `sanitize` (True, or the tools) and `unsanitized` ({tool: why not})
+    go into case.json as they are.
 
     The device is checked against the CPU's shards, not the reference. In
     f32 both are within rounding of the reference and the suite's tolerance
@@ -131,5 +125,4 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
     with open(os.path.join(case, "case.json"), "w") as f:
         json.dump({"name": name, "rtol": rtol, "norm_rtol": norm_rtol, "sanitize": sanitize,
                    **({"unsanitized": unsanitized} if unsanitized else {}),
-                   **({"sanitize_exclude": sanitize_exclude} if sanitize_exclude else {}),
                    "runs": described}, f, indent=1)

@@ -309,8 +309,9 @@ LogicalResult LinearOp::verify() {
   return success();
 }
 
-/// exec.causal_matmul: graph.matmul's shape rule, one element type, and exactly one of lower_lhs (a square lhs)
-/// and lower_result (a square result).
+/// exec.causal_matmul: graph.matmul's shape rule (matmulShape), one element
+/// type, and exactly one of lower_lhs (a square lhs) and lower_result (a
+/// square result).
 LogicalResult CausalMatmulOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType(), result = getResult().getType();
   if (lhs.getElementType() != rhs.getElementType() ||
