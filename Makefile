@@ -84,10 +84,10 @@ bench-gpu: build
 # The GPU bundle (docs/cuda.md): gpu-equal.test's cases and the GPU
 # benchmark's programs compiled here, with this machine's Open MPI, for a
 # GPU machine without sbpc's build dependencies:
-#   tar xzf gpu-bundle.tar.gz && gpu-bundle/run.sh OUTPUT_DIR
+#   tar xJf gpu-bundle.tar.xz && gpu-bundle/run.sh OUTPUT_DIR
 gpu-bundle: build
 	@/usr/bin/python3 test/gpu/bundle.py --sbpc $(BUILD)/bin/sbpc --out $(BUILD)/gpu-bundle \
-	  --carry-mpi --tar $(BUILD)/gpu-bundle.tar.gz
+	  --carry-mpi --tar $(BUILD)/gpu-bundle.tar.xz
 
 demo: build
 	@/usr/bin/python3 examples/demo.py --sbpc $(BUILD)/bin/sbpc --workdir $(BUILD)/demo
