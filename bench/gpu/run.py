@@ -52,7 +52,8 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
        run.py --sbpc S --prepare DIR [--models ...] [--gemm-models ...] [--precision ...]
               [--batch B] [--seq S] [--target cuda|cpu]
        run.py --programs DIR --out OUT [--repeat 10] [--timeout 300] [--workdir DIR]
-              [--models ...] [--gemm-models ...] [--profile-ops] [--sbpc-only]
+              [--models ...] [--gemm-models ...] [--precision ...] [--profile-ops]
+              [--sbpc-only]
 
 --profile-ops runs each sbpc program once more with `--profile ops` (every
 op timed, on the GPU's clock for CUDA programs) and adds two tables: the
@@ -419,6 +420,8 @@ def measure(args, peaks, name):
     for entry in prepared["programs"]:
         model, workload = entry["model"], entry["workload"]
         precision = entry.get("precision", "f32")  # programs.json before bf16 had none
+        if precision not in args.precision.split(","):
+            continue
         if wanted == ["none"] and workload != "gemm":  # the GEMM layers alone
             continue
         if workload == "gemm" and gemm_wanted:
