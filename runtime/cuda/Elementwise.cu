@@ -1,6 +1,6 @@
 // Elementwise and layout kernels: one thread per output element over a
-// grid-stride loop; broadcasts, transposes, slices and pads walk strided
-// views (Context.h).
+// grid-stride loop (four where a map's operands are aligned for it);
+// broadcasts, transposes, slices and pads walk strided views (Context.h).
 #include "runtime/Alignment.h"
 #include "runtime/Elementwise.h"
 #include "runtime/cuda/Context.h"
@@ -16,10 +16,73 @@ template <typename T> __global__ void fillKernel(T *dst, int64_t n, T value) {
   SBPRT_FOR_EACH(i, n) dst[i] = value;
 }
 
-template <typename T>
-__global__ void unaryKernel(UnaryKind kind, const T *in, T *out, int64_t n) {
-  SBPRT_FOR_EACH(i, n) out[i] = elementwise::unary(kind, in[i]);
+/// Four elements moved as one (16 bytes of f32, 8 of bf16).
+template <typename T> struct alignas(4 * sizeof(T)) Four {
+  T v[4];
+};
+
+/// out[i] = f(in[i]...) for every i < n, computed in f32 (bf16 rounded once,
+/// on the write).
+template <typename F, typename Out, typename... In>
+__global__ void mapKernel(F f, Out *out, int64_t n, const In *...in) {
+  SBPRT_FOR_EACH(i, n) out[i] = f(static_cast<float>(in[i])...);
 }
+
+template <typename F, typename Out, typename... In>
+__device__ void mapFour(F f, Four<Out> &out, const Four<In> &...in) {
+  for (int c = 0; c < 4; ++c)
+    out.v[c] = f(static_cast<float>(in.v[c])...);
+}
+
+/// mapKernel four elements a thread: a wide load per operand and one wide
+/// store, where mapKernel moves 2 bytes at a time in bf16.
+template <typename F, typename Out, typename... In>
+__global__ void mapFoursKernel(F f, Four<Out> *out, int64_t fours, const Four<In> *...in) {
+  SBPRT_FOR_EACH(i, fours) {
+    Four<Out> result;
+    mapFour(f, result, in[i]...);
+    out[i] = result;
+  }
+}
+
+/// out[i] = f(in[i]...) for i < n: whole fours where every pointer is
+/// aligned for them (the arena aligns tensors to 64 bytes), the rest one by
+/// one.
+template <typename F, typename Out, typename... In>
+void map(const char *what, F f, Out *out, int64_t n, const In *...in) {
+  if (n == 0)
+    return;
+  bool aligned = alignmentOf(out) >= sizeof(Four<Out>) &&
+                 ((alignmentOf(in) >= sizeof(Four<In>)) && ...);
+  int64_t fours = aligned ? n / 4 : 0;
+  if (fours > 0)
+    mapFoursKernel<<<blocksFor(fours), kThreads, 0, stream()>>>(
+        f, reinterpret_cast<Four<Out> *>(out), fours, reinterpret_cast<const Four<In> *>(in)...);
+  if (n > 4 * fours)
+    mapKernel<<<blocksFor(n - 4 * fours), kThreads, 0, stream()>>>(f, out + 4 * fours,
+                                                                    n - 4 * fours,
+                                                                    (in + 4 * fours)...);
+  launched(what);
+}
+
+// What map computes: the shared elementwise functions (runtime/Elementwise.h).
+struct UnaryFn {
+  UnaryKind kind;
+  __device__ float operator()(float x) const { return elementwise::unary(kind, x); }
+};
+struct BinaryFn {
+  BinaryKind kind;
+  __device__ float operator()(float a, float b) const { return elementwise::binary(kind, a, b); }
+};
+struct ReluGradFn {
+  __device__ float operator()(float x, float dy) const { return elementwise::reluGrad(x, dy); }
+};
+struct GeluGradFn {
+  __device__ float operator()(float x, float dy) const { return elementwise::geluGrad(x, dy); }
+};
+struct IdentityFn {
+  __device__ float operator()(float x) const { return x; }
+};
 
 template <typename T>
 __global__ void binaryKernel(BinaryKind kind, const T *lhs, const T *rhs, T *out,
@@ -50,16 +113,6 @@ __global__ void causalMaskKernel(const T *in, T *out, int64_t n, int64_t s, floa
   }
 }
 
-template <typename T>
-__global__ void reluGradKernel(const T *x, const T *dy, T *dx, int64_t n) {
-  SBPRT_FOR_EACH(i, n) dx[i] = elementwise::reluGrad(x[i], dy[i]);
-}
-
-template <typename T>
-__global__ void geluGradKernel(const T *x, const T *dy, T *dx, int64_t n) {
-  SBPRT_FOR_EACH(i, n) dx[i] = elementwise::geluGrad(x[i], dy[i]);
-}
-
 __global__ void sgdKernel(const float *param, const float *grad, const float *velocity, int64_t n,
                           double lr, double momentum, double weightDecay, float *newParam,
                           float *newVelocity) {
@@ -86,29 +139,6 @@ __global__ void adamwKernel(const float *param, const float *grad, const float *
   SBPRT_FOR_EACH(i, n) {
     elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
                        corrections[0], corrections[1], newParam[i], newM[i], newV[i]);
-  }
-}
-
-template <typename From, typename To>
-__global__ void convertKernel(const From *in, To *out, int64_t n) {
-  SBPRT_FOR_EACH(i, n) out[i] = static_cast<float>(in[i]);
-}
-
-/// Four elements moved as one (16 bytes of f32, 8 of bf16).
-template <typename T> struct alignas(4 * sizeof(T)) Four {
-  T v[4];
-};
-
-/// convertKernel four elements a thread: one wide load and one wide store
-/// where a thread of convertKernel moves 4 bytes in and 2 out.
-template <typename From, typename To>
-__global__ void convertFoursKernel(const Four<From> *in, Four<To> *out, int64_t fours) {
-  SBPRT_FOR_EACH(i, fours) {
-    Four<From> a = in[i];
-    Four<To> b;
-    for (int c = 0; c < 4; ++c)
-      b.v[c] = static_cast<float>(a.v[c]);
-    out[i] = b;
   }
 }
 
@@ -211,10 +241,7 @@ void upload(void *dst, const void *src, size_t bytes) {
 
 template <typename T>
 void unary(UnaryKind kind, const T *in, T *out, int64_t n) {
-  if (n == 0)
-    return;
-  unaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, in, out, n);
-  launched("unary");
+  map("unary", UnaryFn{kind}, out, n, in);
 }
 
 template <typename T>
@@ -230,8 +257,12 @@ void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
     view.stride[0][d] = l[d];
     view.stride[1][d] = r[d];
   }
-  binaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, lhs, rhs, out, n,
-                                                       collapsed(view));
+  view = collapsed(view);
+  // Same shapes (a residual add, a gradient summed): one contiguous walk.
+  if (view.rank == 1 && view.stride[0][0] == 1 && view.stride[1][0] == 1 && view.start[0] == 0 &&
+      view.start[1] == 0)
+    return map("binary", BinaryFn{kind}, out, n, lhs, rhs);
+  binaryKernel<<<blocksFor(n), kThreads, 0, stream()>>>(kind, lhs, rhs, out, n, view);
   launched("binary");
 }
 
@@ -323,36 +354,16 @@ void causalMaskOp(const T *x, T *y, const Shape &shape, float fill) {
 
 template <typename T>
 void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
-  if (n == 0)
-    return;
-  reluGradKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, dy, dx, n);
-  launched("relu gradient");
+  map("relu gradient", ReluGradFn{}, dx, n, x, dy);
 }
 
 template <typename T>
 void geluGrad(const T *x, const T *dy, T *dx, int64_t n) {
-  if (n == 0)
-    return;
-  geluGradKernel<<<blocksFor(n), kThreads, 0, stream()>>>(x, dy, dx, n);
-  launched("gelu gradient");
+  map("gelu gradient", GeluGradFn{}, dx, n, x, dy);
 }
 
 template <typename From, typename To> void convert(const From *in, To *out, int64_t n) {
-  if (n == 0)
-    return;
-  // Whole fours where both sides are aligned for them (parameters and
-  // gradients: the arena aligns to 64 bytes), the rest one by one.
-  int64_t fours = alignmentOf(in) >= sizeof(Four<From>) && alignmentOf(out) >= sizeof(Four<To>)
-                      ? n / 4
-                      : 0;
-  if (fours > 0)
-    convertFoursKernel<<<blocksFor(fours), kThreads, 0, stream()>>>(
-        reinterpret_cast<const Four<From> *>(in), reinterpret_cast<Four<To> *>(out), fours);
-  if (n > 4 * fours)
-    convertKernel<<<blocksFor(n - 4 * fours), kThreads, 0, stream()>>>(in + 4 * fours,
-                                                                        out + 4 * fours,
-                                                                        n - 4 * fours);
-  launched("convert");
+  map("convert", IdentityFn{}, out, n, in);
 }
 
 void sgdUpdate(const float *param, const float *grad, const float *velocity, int64_t n, double lr,

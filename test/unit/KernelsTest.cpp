@@ -103,6 +103,32 @@ TEST(KernelsTest, Unary) {
   }
 }
 
+/// GELU and its gradient in f32 against the tanh form in double, over the
+/// ordinary range and where tanh saturates or x^3 and x^2 overflow: finite
+/// limits there (x or 0, dy or 0), never NaN.
+TEST(KernelsTest, GeluAndGradientInF32) {
+  const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+  auto gelu = [&](double x) { return 0.5 * x * (1.0 + std::tanh(c * (x + k * x * x * x))); };
+  auto grad = [&](double x) {
+    double t = std::tanh(c * (x + k * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * k * x * x);
+  };
+  Values x = randomData(257, 1, -6.0f, 6.0f);
+  for (float far : {9.5f, 30.0f, 1e7f, 1e14f, 1e20f, 3e38f})
+    x.insert(x.end(), {far, -far});
+  int64_t n = static_cast<int64_t>(x.size());
+  Values dy = randomData(n, 2), y(n), dx(n);
+  unary(UnaryKind::Gelu, x.data(), y.data(), n);
+  geluGrad(x.data(), dy.data(), dx.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    SCOPED_TRACE(x[i]);
+    double wantY = std::fabs(x[i]) > 1e13f ? (x[i] > 0 ? x[i] : 0.0) : gelu(x[i]);
+    double wantDx = std::fabs(x[i]) > 1e13f ? (x[i] > 0 ? dy[i] : 0.0) : dy[i] * grad(x[i]);
+    EXPECT_NEAR(y[i], wantY, 1e-6 * std::max(1.0, std::fabs(wantY)));
+    EXPECT_NEAR(dx[i], wantDx, 1e-6 * std::max(1.0, std::fabs(double(dy[i]))));
+  }
+}
+
 /// Offset of the element of a `shape` tensor broadcast to `outIndex`.
 int64_t broadcastOffset(const Shape &outIndex, const Shape &shape) {
   Shape index(shape.size());
