@@ -56,11 +56,13 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
               [--sbpc-only]
 
 --profile-ops runs each sbpc program once more with `--profile ops` (every
-op timed, on the GPU's clock for CUDA programs) and adds two tables: the
+op timed, on the GPU's clock for CUDA programs) and adds three tables: the
 forward's linear layers (its exec.linear ops) against cuBLAS's bare GEMMs
 of their shapes back to back, times the layers, where the run has both;
-and each program's largest kinds of op, their milliseconds and share
-(bench.json's `sbpc_ops`). The timed runs are not profiled.
+each program's largest kinds of op, their milliseconds and share; and each
+model's largest single ops, by location and types (a forward op and its
+gradients share a location) (bench.json's `sbpc_ops`). The timed runs are
+not profiled.
 
 --sbpc-only leaves PyTorch and cuBLAS out: a second run under another
 runtime setting (SBPRT_CAUSAL_BLOCK=0, say) to set beside the first.
@@ -84,6 +86,7 @@ MODELS = {"tiny": dict(layers=2, hidden=64, heads=4),  # to try the script, not 
           "medium": dict(layers=24, hidden=1024, heads=16)}
 VOCAB = 50257
 PRECISIONS = ("f32", "bf16")
+LARGEST_OPS = 16  # the single ops --profile-ops keeps per program (bench.json)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # device_check: beside this script in a GPU bundle
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "gpu"))
@@ -279,13 +282,16 @@ def sbpc_op_profile(args, program, params, inputs):
          "--output-dir", res], timeout=args.timeout + 60)
     rank = json.load(open(os.path.join(res, ".shards", "rank0.json")))
     shutil.rmtree(res, ignore_errors=True)
-    kinds, counts = {}, {}
-    for op in rank.get("ops", []):
+    kinds, counts, largest = {}, {}, []
+    for op in rank.get("ops", []):  # largest first
         kind = op["op"].split(" ")[0]
         if kind not in ("exec.load", "exec.store"):
             kinds[kind] = kinds.get(kind, 0.0) + op["seconds"]
             counts[kind] = counts.get(kind, 0) + op.get("calls", 1)
-    return {"clock": rank.get("ops_clock"), "seconds": kinds, "calls": counts}
+            if len(largest) < LARGEST_OPS:
+                largest.append({k: op[k] for k in ("op", "shapes", "seconds") if k in op})
+    return {"clock": rank.get("ops_clock"), "seconds": kinds, "calls": counts,
+            "largest": largest}
 
 
 def torch_cuda():
@@ -582,6 +588,19 @@ def ops_table(records, top=6):
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""
 
 
+def largest_ops_table(records, top=8):
+    """The models' single largest ops (--profile-ops): an op at its
+    location with its types, as a forward op and its gradients differ."""
+    rows = ["| model | program | precision | op | types | ms |", "|---|---|---|---|---|---:|"]
+    for r in records:
+        if r["workload"] == "gemm":
+            continue
+        for op in r.get("sbpc_ops", {}).get("largest", [])[:top]:
+            rows.append(f"| {r['model']} | {r['workload']} | {r['precision']} | {op['op']} | "
+                        f"{op.get('shapes', '?')} | {1e3 * op['seconds']:.3f} |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sbpc", help="sbpc, to compile the programs (not with --programs)")
@@ -648,7 +667,8 @@ def main():
             f"accumulation; median of {args.repeat - 1} runs after a warm-up; MFU against "
             f"the dense peaks ({peak_text}).\n\n")
     text = note + "\n".join(t for t in (model_table(records, peaks), gemm_table(records),
-                                         model_gemm_table(records), ops_table(records)) if t)
+                                         model_gemm_table(records), ops_table(records),
+                                         largest_ops_table(records)) if t)
     os.makedirs(args.out, exist_ok=True)
     json.dump({"gpu": name, "date": stamp, "peak_tflops": peaks, "records": records,
                "complete": True},

@@ -88,6 +88,39 @@ std::string elementType(Value value) {
   return element.isF32() ? "float" : element.isBF16() ? "sbprt::bf16" : "int64_t";
 }
 
+/// `op`'s operand and result types, compactly, and its flags
+/// ("8x1024x768xbf16, 768x768xbf16 -> 8x1024x768xbf16 transpose_rhs"):
+/// what tells apart, in a profile, the ops that share a
+/// location (a forward op and its gradients).
+std::string signature(Operation *op) {
+  auto types = [](TypeRange range) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::interleave(
+        range,
+        [&](Type type) {
+          if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+            for (int64_t d : tensor.getShape())
+              os << d << "x";
+            os << tensor.getElementType();
+          } else {
+            os << type;
+          }
+        },
+        [&] { os << ", "; });
+    return text;
+  };
+  std::string in = types(op->getOperandTypes()), out = types(op->getResultTypes());
+  std::string text = out.empty() ? in : (in.empty() ? "" : in + " ") + "-> " + out;
+  // Flags (transpose_lhs, transpose_rhs, gelu, causal ...): a product and
+  // its gradient can have the same types.
+  // Not the passes' marks (graph.selective ...).
+  for (NamedAttribute attr : op->getAttrs())
+    if (isa<UnitAttr>(attr.getValue()) && !attr.getName().strref().contains('.'))
+      text += " " + attr.getName().str();
+  return text;
+}
+
 bool isBf16(Value value) {
   return cast<RankedTensorType>(value.getType()).getElementType().isBF16();
 }
@@ -634,7 +667,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
             load.getName().str() + "'";
   else if (auto store = dyn_cast<ex::StoreOp>(op))
     what += " of output '" + store.getName().str() + "'";
-  line("r.op(" + quoted(what + " at " + sbpc::sbp::describeLocation(op->getLoc())) + ");");
+  line("r.op(" + quoted(what + " at " + sbpc::sbp::describeLocation(op->getLoc())) + ", " +
+       quoted(signature(op)) + ");");
   if (isa<ex::ExecDialect>(op->getDialect()))
     return emitExecOp(op);
   return emitGraphOp(op);

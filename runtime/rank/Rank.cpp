@@ -248,7 +248,7 @@ void Rank::watch() {
   }
 }
 
-void Rank::op(const char *description) {
+void Rank::op(const char *description, const char *shapes) {
   {
     std::lock_guard<std::mutex> lock(currentOpMutex);
     std::strncpy(currentOp, description, sizeof currentOp - 1);
@@ -256,7 +256,7 @@ void Rank::op(const char *description) {
   }
   lastProgressNs_ = nowNs();
   if (profileOps_ && inRun_)
-    markOp(description);
+    markOp(description, shapes);
   if ((crashRank_ == rank_ || hangRank_ == rank_) &&
       std::strncmp(description, faultIn_.c_str(), faultIn_.size()) == 0) {
     if (crashRank_ == rank_)
@@ -333,12 +333,13 @@ void Rank::endRepeat() {
     closeOps();
 }
 
-void Rank::markOp(const char *description) {
+void Rank::markOp(const char *description, const char *shapes) {
   std::string error;
   int64_t mark = backend_->markOp(error);
   check(error.empty(), error);
   opsOnDevice_ = mark >= 0;
-  opStarts_.push_back({description ? description : "", mark, std::chrono::steady_clock::now()});
+  opStarts_.push_back(
+      {description ? description : "", shapes ? shapes : "", mark, std::chrono::steady_clock::now()});
 }
 
 /// Adds the run's op times to the totals (once the work is done): every run
@@ -353,7 +354,7 @@ void Rank::closeOps() {
       seconds = backend_->opSeconds(from.mark, to.mark, error);
       check(seconds >= 0, error);
     }
-    OpTotal &total = opTotals_[from.op];
+    OpTotal &total = opTotals_[{from.op, from.shapes}];
     total.seconds += seconds;
     total.calls += 1;
   }
@@ -500,13 +501,18 @@ int Rank::finish() {
     }
   }
   if (profileOps_) {
-    std::vector<std::pair<std::string, OpTotal>> ops(opTotals_.begin(), opTotals_.end());
+    std::vector<std::pair<std::pair<std::string, std::string>, OpTotal>> ops(opTotals_.begin(),
+                                                                             opTotals_.end());
     std::stable_sort(ops.begin(), ops.end(), [](const auto &a, const auto &b) {
       return a.second.seconds > b.second.seconds;
     });
     stats["ops"] = nlohmann::json::array();
-    for (const auto &[op, total] : ops)
-      stats["ops"].push_back({{"op", op}, {"seconds", total.seconds}, {"calls", total.calls}});
+    for (const auto &[op, total] : ops) {
+      nlohmann::json entry = {{"op", op.first}, {"seconds", total.seconds}, {"calls", total.calls}};
+      if (!op.second.empty())
+        entry["shapes"] = op.second;
+      stats["ops"].push_back(entry);
+    }
     stats["ops_clock"] = opsOnDevice_ ? "device" : "host";
   }
   std::string path = outputDir_ + "/.shards/rank" + std::to_string(rank_) + ".json";

@@ -108,8 +108,10 @@ public:
   int64_t rank() const { return rank_; }
   comm::Communicator &comm() { return *comm_; }
 
-  /// Names the op that runs next, for messages about failures (and crashes).
-  void op(const char *description);
+  /// Names the op that runs next, for messages about failures (and crashes);
+  /// `shapes`, its operands' and results' types, tells apart in --profile
+  /// ops the ops at one location (a forward op and its gradients).
+  void op(const char *description, const char *shapes = "");
 
   /// `bytes` of the arena from `offset`, checked against the planned size;
   /// records the highest byte used.
@@ -197,7 +199,7 @@ private:
   /// backend's mark, else the host's clock), and the totals per op.
   bool profileOps_ = false;
   struct OpStart {
-    std::string op;
+    std::string op, shapes;
     int64_t mark;
     std::chrono::steady_clock::time_point host;
   };
@@ -207,8 +209,8 @@ private:
     double seconds = 0;
     int64_t calls = 0;
   };
-  std::map<std::string, OpTotal> opTotals_;
-  void markOp(const char *description);
+  std::map<std::pair<std::string, std::string>, OpTotal> opTotals_; // by op and shapes
+  void markOp(const char *description, const char *shapes = "");
   void closeOps();
 };
 
