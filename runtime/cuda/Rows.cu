@@ -212,6 +212,51 @@ __global__ void scaledSoftmaxOnePassKernel(const T *in, const T *scale, bool cau
   });
 }
 
+/// Calls f(j, x[j]) (in f32) for the elements j of row x[0, width) that
+/// this thread of the block takes, and with `y`, stores what f returns in
+/// y[j]: 16-byte packs (8 bf16, 4 f32) from x's first 16-byte boundary,
+/// the elements before it and after the last whole pack one by one (all of
+/// them where y's boundaries are not x's). For rows too wide for
+/// registers, of any alignment: the rows of an odd vocabulary (50,257)
+/// start at every one, and took 2-byte loads, which left the GPU's memory
+/// mostly idle.
+template <typename T, typename F>
+__device__ void walkRow(const T *x, T *y, int64_t width, F f) {
+  constexpr int P = 16 / sizeof(T);
+  constexpr bool stores = !std::is_void_v<decltype(f(int64_t(0), 0.0f))>;
+  auto one = [&](int64_t j) {
+    if constexpr (stores)
+      y[j] = static_cast<T>(f(j, static_cast<float>(x[j])));
+    else
+      f(j, static_cast<float>(x[j]));
+  };
+  auto at = [](const void *p) { return reinterpret_cast<uintptr_t>(p); };
+  int64_t head = static_cast<int64_t>((P - at(x) / sizeof(T) % P) % P);
+  if (head > width || (stores && (at(x) - at(y)) % 16 != 0))
+    head = width;
+  int64_t packs = (width - head) / P, tail = head + packs * P;
+  for (int64_t j = threadIdx.x; j < head; j += blockDim.x)
+    one(j);
+  const auto *in = reinterpret_cast<const Pack<T, P> *>(x + head);
+#pragma unroll 4
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    Pack<T, P> v = in[p];
+    if constexpr (stores) {
+      Pack<T, P> out;
+#pragma unroll
+      for (int c = 0; c < P; ++c)
+        out.v[c] = static_cast<T>(f(head + p * P + c, static_cast<float>(v.v[c])));
+      reinterpret_cast<Pack<T, P> *>(y + head)[p] = out;
+    } else {
+#pragma unroll
+      for (int c = 0; c < P; ++c)
+        f(head + p * P + c, static_cast<float>(v.v[c]));
+    }
+  }
+  for (int64_t j = tail + threadIdx.x; j < width; j += blockDim.x)
+    one(j);
+}
+
 /// A running max and sum of exp(x - max) (online softmax): cross-entropy
 /// reads its row once for both.
 struct MaxSum {
@@ -229,25 +274,19 @@ __device__ MaxSum merge(MaxSum a, MaxSum b) {
 
 /// The row's MaxSum on every thread: each thread's elements, then the
 /// block's, merged in a fixed order.
-template <int V, typename T> __device__ MaxSum rowMaxSum(const T *x, int64_t width) {
+template <typename T> __device__ MaxSum rowMaxSum(const T *x, int64_t width) {
   __shared__ MaxSum shared[kRowThreads / 32];
   MaxSum acc{-INFINITY, 0.0f};
-  for (int64_t j = threadIdx.x * static_cast<int64_t>(V); j < width;
-       j += static_cast<int64_t>(blockDim.x) * V) {
-    float v[V];
-    loadPack<V>(x + j, v);
-#pragma unroll
-    for (int c = 0; c < V; ++c) {
-      if (v[c] == -INFINITY)
-        continue;
-      if (v[c] > acc.max) {
-        acc.sum = acc.sum * expf(acc.max - v[c]) + 1.0f;
-        acc.max = v[c];
-      } else {
-        acc.sum += expf(v[c] - acc.max);
-      }
+  walkRow(x, static_cast<T *>(nullptr), width, [&](int64_t, float v) {
+    if (v == -INFINITY)
+      return;
+    if (v > acc.max) {
+      acc.sum = acc.sum * expf(acc.max - v) + 1.0f;
+      acc.max = v;
+    } else {
+      acc.sum += expf(v - acc.max);
     }
-  }
+  });
   for (int offset = 16; offset > 0; offset /= 2)
     acc = merge(acc, {__shfl_xor_sync(0xffffffffu, acc.max, offset),
                       __shfl_xor_sync(0xffffffffu, acc.sum, offset)});
@@ -262,38 +301,28 @@ template <int V, typename T> __device__ MaxSum rowMaxSum(const T *x, int64_t wid
 }
 
 /// rowLoss[r] = -log_softmax(logits[r])[targets[r]].
-template <typename T, int V>
+template <typename T>
 __global__ void crossEntropyOnePassKernel(const T *logits, const int64_t *targets,
                                           double *rowLoss, int64_t classes) {
   const T *x = logits + blockIdx.x * classes;
-  MaxSum row = rowMaxSum<V>(x, classes);
+  MaxSum row = rowMaxSum(x, classes);
   if (threadIdx.x == 0) {
     float logProb = static_cast<float>(x[targets[blockIdx.x]]) - row.max - logf(row.sum);
     rowLoss[blockIdx.x] = -static_cast<double>(logProb);
   }
 }
 
-template <typename T, int V>
+template <typename T>
 __global__ void crossEntropyGradOnePassKernel(const T *logits, const int64_t *targets,
                                               const T *lossGrad, T *dlogits, int64_t classes) {
   const T *x = logits + blockIdx.x * classes;
-  T *dx = dlogits + blockIdx.x * classes;
-  MaxSum row = rowMaxSum<V>(x, classes);
+  MaxSum row = rowMaxSum(x, classes);
   int64_t target = targets[blockIdx.x];
   float inverse = 1.0f / row.sum, scale = static_cast<float>(*lossGrad);
-  for (int64_t j = threadIdx.x * static_cast<int64_t>(V); j < classes;
-       j += static_cast<int64_t>(blockDim.x) * V) {
-    float v[V];
-    loadPack<V>(x + j, v);
-#pragma unroll
-    for (int c = 0; c < V; ++c) {
-      float p = expf(v[c] - row.max) * inverse;
-      if (j + c == target)
-        p -= 1.0f;
-      v[c] = p * scale;
-    }
-    storePack<V>(dx + j, v);
-  }
+  walkRow(x, dlogits + blockIdx.x * classes, classes, [&](int64_t j, float v) {
+    float p = expf(v - row.max) * inverse;
+    return (j == target ? p - 1.0f : p) * scale;
+  });
 }
 
 /// Whether rows of `width` elements at these addresses load V = 4 at a time.
@@ -881,12 +910,9 @@ bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *ta
   if (!checkIds(targets, rows, classes, "target", "classes", error))
     return false;
   auto *rowLoss = static_cast<double *>(workspace((rows ? rows : 1) * sizeof(double)));
-  if (rows && packable<T>(classes, {logits}))
-    crossEntropyOnePassKernel<T, 4>
-        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss, classes);
-  else if (rows)
-    crossEntropyOnePassKernel<T, 1>
-        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss, classes);
+  if (rows)
+    crossEntropyOnePassKernel<<<rows, kRowThreads, 0, stream()>>>(logits, targets, rowLoss,
+                                                                  classes);
   sumRowsKernel<<<1, 1, 0, stream()>>>(rowLoss, rows, loss);
   launched("cross-entropy");
   return true;
@@ -900,12 +926,8 @@ bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t
     return false;
   if (rows == 0)
     return true;
-  if (packable<T>(classes, {logits, dlogits}))
-    crossEntropyGradOnePassKernel<T, 4>
-        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad, dlogits, classes);
-  else
-    crossEntropyGradOnePassKernel<T, 1>
-        <<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad, dlogits, classes);
+  crossEntropyGradOnePassKernel<<<rows, kRowThreads, 0, stream()>>>(logits, targets, lossGrad,
+                                                                     dlogits, classes);
   launched("cross-entropy gradient");
   return true;
 }

@@ -456,12 +456,12 @@ def causal_mask_grad(rng):
     return {"dy": dy}, [f"%r = graph.causal_mask_grad %dy : {T(dy)}"], y, RTOL_FD
 
 
-def cross_entropy_grad(bad_target=None):
+def cross_entropy_grad(bad_target=None, classes=5):
     """d/dlogits cross_entropy(logits, targets) * loss_grad; with bad_target,
     one target is out of range and sbpc must fail."""
     def make(rng):
-        logits = uni(rng, (2, 3, 5), -4.0, 4.0)
-        tgt = rng.integers(0, 5, size=(2, 3)).astype(np.int64)
+        logits = uni(rng, (2, 3, classes), -4.0, 4.0)
+        tgt = rng.integers(0, classes, size=(2, 3)).astype(np.int64)
         dl = np.array(rng.uniform(-3.0, 3.0), dtype=np.float32)
         if bad_target is None:
             y = num_grad(lambda v: cross_entropy_ref(v, tgt) * float(dl), logits)
@@ -627,6 +627,9 @@ CASES = [
     ("causal_mask", causal_mask),
     ("cross_entropy", cross_entropy(7)),
     ("cross_entropy over 1500 classes", cross_entropy(1500)),
+    # An odd width: each row starts at another alignment (the GPU's rows
+    # go in 16-byte packs from their first boundary).
+    ("cross_entropy over 1501 classes", cross_entropy(1501)),
     ("relu_grad (x away from 0)", pointwise_grad("relu_grad", lambda x: np.maximum(x, 0.0),
                                                  lambda rng, sh: away0(rng, sh, 0.1))),
     ("gelu_grad", pointwise_grad("gelu_grad", gelu, lambda rng, sh: uni(rng, sh, -4.0, 4.0))),
@@ -637,6 +640,7 @@ CASES = [
     *[(f"layer_norm_grad rows of {w}", layer_norm_grad((2,), w)) for w in ROW_WIDTHS],
     ("causal_mask_grad", causal_mask_grad),
     ("cross_entropy_grad", cross_entropy_grad()),
+    ("cross_entropy_grad over 37 classes", cross_entropy_grad(classes=37)),
     ("embedding_grad (repeated indices)", embedding_grad()),
     ("pad", one_input("pad", (2, 3, 4), " low [0, 1, 2] high [1, 0, 3]",
                       lambda x: np.pad(x, [(0, 1), (1, 0), (2, 3)]))),
