@@ -34,6 +34,9 @@ struct Context {
   /// SBPRT_CUDA_ONE_PASS=0: the row kernels (softmax, layer norm and their
   /// gradients) always loop over their rows, never hold a row in registers.
   bool onePassRows = true;
+  /// SBPRT_CUDA_ROW_WARPS=0: a one-pass row kernel holds its row in a whole
+  /// block, never in a warp (Rows.cu launchOnePass).
+  bool rowWarps = true;
   /// SBPRT_CUDA_GEMM_PAD=BYTES: the most of the cuBLASLt workspace a bf16
   /// GEMM with misaligned rows uses to pad them (Gemm.cu); 0: none, the
   /// GEMM as it is.

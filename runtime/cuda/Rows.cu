@@ -123,46 +123,76 @@ template <int V, typename T> __device__ void storePack(T *p, const float (&in)[V
   *reinterpret_cast<Pack<T, V> *>(p) = pack;
 }
 
+/// The threads that hold a row in a one-pass kernel: a warp (Lanes = 32,
+/// several rows a block, reduced by shuffles alone: rows of up to 1,024
+/// elements, softmax over a sequence and layer norm over a hidden size),
+/// or the whole block (Lanes = kRowThreads, one row, reduced through
+/// shared memory and barriers).
+template <int Lanes> struct RowGroup {
+  static_assert(Lanes == 32 || Lanes == kRowThreads);
+  __device__ static int64_t row() {
+    return Lanes == 32 ? blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32
+                       : blockIdx.x;
+  }
+  __device__ static int lane() { return threadIdx.x % Lanes; }
+  /// The sum (max) of `value` over the row's threads, in a fixed order;
+  /// every one of them gets it.
+  template <typename T, typename Combine>
+  __device__ static T reduce(T value, T *shared, Combine combine) {
+    if constexpr (Lanes == 32) {
+      for (int offset = 16; offset > 0; offset /= 2)
+        value = combine(value, __shfl_xor_sync(0xffffffffu, value, offset));
+      return value;
+    } else {
+      return blockReduce(value, shared, combine);
+    }
+  }
+};
+
 /// The first element of item `i` of this thread's part of a row.
-template <int V> __device__ int64_t itemStart(int i) {
-  return (threadIdx.x + static_cast<int64_t>(i) * blockDim.x) * V;
+template <int V, int Lanes> __device__ int64_t itemStart(int i) {
+  return (RowGroup<Lanes>::lane() + static_cast<int64_t>(i) * Lanes) * V;
 }
 
 /// Calls f(i, j) for each item i of this thread's part of a row (of V
 /// elements from element j) that starts before `limit`: a one-pass
 /// kernel's loop over the row it holds, unrolled so that the items stay in
 /// registers.
-template <int V, int Items, typename F>
+template <int V, int Items, int Lanes, typename F>
 __device__ __forceinline__ void forEachItem(int64_t limit, F f) {
 #pragma unroll
   for (int i = 0; i < Items; ++i)
-    if (int64_t j = itemStart<V>(i); j < limit)
+    if (int64_t j = itemStart<V, Lanes>(i); j < limit)
       f(i, j);
 }
 
-template <typename T, int V, int Items>
+template <typename T, int V, int Items, int Lanes>
 __global__ void layerNormOnePassKernel(const T *in, const T *scale, const T *bias, T *out,
-                                       int64_t width, float eps) {
+                                       int64_t rows, int64_t width, float eps) {
+  using Group = RowGroup<Lanes>;
   __shared__ float shared[kRowThreads / 32];
-  const T *x = in + blockIdx.x * width;
-  T *y = out + blockIdx.x * width;
+  int64_t row = Group::row();
+  if (row >= rows) // a warp past the last row (the block's warps hold several)
+    return;
+  const T *x = in + row * width;
+  T *y = out + row * width;
   float v[Items][V];
   float sum = 0.0f;
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
     loadPack<V>(x + j, v[i]);
 #pragma unroll
     for (int c = 0; c < V; ++c)
       sum += v[i][c];
   });
-  float mean = blockReduce(sum, shared, Sum()) / static_cast<float>(width);
+  float mean = Group::reduce(sum, shared, Sum()) / static_cast<float>(width);
   float var = 0.0f;
-  forEachItem<V, Items>(width, [&](int i, int64_t) {
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t) {
 #pragma unroll
     for (int c = 0; c < V; ++c)
       var += (v[i][c] - mean) * (v[i][c] - mean);
   });
-  float rstd = 1.0f / sqrtf(blockReduce(var, shared, Sum()) / static_cast<float>(width) + eps);
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  float rstd = 1.0f / sqrtf(Group::reduce(var, shared, Sum()) / static_cast<float>(width) + eps);
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
     float g[V], b[V];
     loadPack<V>(scale + j, g);
     loadPack<V>(bias + j, b);
@@ -175,18 +205,21 @@ __global__ void layerNormOnePassKernel(const T *in, const T *scale, const T *bia
 
 /// exec.softmax (and graph.softmax over the last axis, with no scale and
 /// no mask) on row blockIdx.x, as scaledSoftmaxKernel computes it.
-template <typename T, int V, int Items>
+template <typename T, int V, int Items, int Lanes>
 __global__ void scaledSoftmaxOnePassKernel(const T *in, const T *scale, bool causal, T *out,
-                                           int64_t width) {
+                                           int64_t rows, int64_t width) {
+  using Group = RowGroup<Lanes>;
   __shared__ float shared[kRowThreads / 32];
-  int64_t row = blockIdx.x;
+  int64_t row = Group::row();
+  if (row >= rows)
+    return;
   const T *x = in + row * width;
   T *y = out + row * width;
   int64_t kept = causal ? row % width + 1 : width;
   float s = scale ? static_cast<float>(*scale) : 1.0f;
   float v[Items][V];
   float best = -INFINITY;
-  forEachItem<V, Items>(kept, [&](int i, int64_t j) {
+  forEachItem<V, Items, Lanes>(kept, [&](int i, int64_t j) {
     loadPackBefore<V>(x + j, kept - j, v[i]);
 #pragma unroll
     for (int c = 0; c < V; ++c) {
@@ -194,17 +227,17 @@ __global__ void scaledSoftmaxOnePassKernel(const T *in, const T *scale, bool cau
       best = fmaxf(best, v[i][c]);
     }
   });
-  best = blockReduce(best, shared, Max());
+  best = Group::reduce(best, shared, Max());
   float sum = 0.0f;
-  forEachItem<V, Items>(kept, [&](int i, int64_t j) {
+  forEachItem<V, Items, Lanes>(kept, [&](int i, int64_t j) {
 #pragma unroll
     for (int c = 0; c < V; ++c) {
       v[i][c] = j + c < kept ? expf(v[i][c] - best) : 0.0f;
       sum += v[i][c];
     }
   });
-  float inverse = 1.0f / blockReduce(sum, shared, Sum());
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  float inverse = 1.0f / Group::reduce(sum, shared, Sum());
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
 #pragma unroll
     for (int c = 0; c < V; ++c)
       v[i][c] = j < kept ? v[i][c] * inverse : 0.0f;
@@ -335,29 +368,40 @@ template <typename T> bool packable(int64_t width, std::initializer_list<const v
   return true;
 }
 
-/// Calls launch(V, Items) (std::integral_constants) with V = 4 when
-/// `packed`, else 1, and the fewest Items of 1, 2, 4, 8 that hold a row of
-/// `width`; false, launching nothing, when the row is wider than that (or
-/// SBPRT_CUDA_ONE_PASS=0).
-template <typename Launch> bool launchOnePass(int64_t width, bool packed, Launch launch) {
-  int64_t perLoad = (packed ? 4 : 1) * static_cast<int64_t>(kRowThreads);
+/// Calls launch(V, Items, Lanes, blocks) (the first three
+/// std::integral_constants) with V = 4 when `packed`, else 1; a warp per
+/// row (Lanes = 32, kRowThreads / 32 rows a block) where a packed row of
+/// `rows` fits in one, else the block (Lanes = kRowThreads, a block a row);
+/// and the fewest Items of 1, 2, 4, 8 that hold a row of `width`. False,
+/// launching nothing, when the row is wider than that (or
+/// SBPRT_CUDA_ONE_PASS=0). SBPRT_CUDA_ROW_WARPS=0: a block a row always.
+template <typename Launch>
+bool launchOnePass(int64_t width, int64_t rows, bool packed, Launch launch) {
+  constexpr int64_t kWarpRows = kRowThreads / 32;
+  bool warp = packed && context().rowWarps && width <= 32 * 4 * 8;
+  int64_t perLoad = (packed ? 4 : 1) * (warp ? 32 : kRowThreads);
   int64_t items = (width + perLoad - 1) / perLoad;
   if (items > 8 || !context().onePassRows)
     return false;
-  auto withV = [&](auto v) {
+  auto withLanes = [&](auto v, auto lanes, unsigned blocks) {
     if (items <= 1)
-      launch(v, std::integral_constant<int, 1>());
+      launch(v, std::integral_constant<int, 1>(), lanes, blocks);
     else if (items <= 2)
-      launch(v, std::integral_constant<int, 2>());
+      launch(v, std::integral_constant<int, 2>(), lanes, blocks);
     else if (items <= 4)
-      launch(v, std::integral_constant<int, 4>());
+      launch(v, std::integral_constant<int, 4>(), lanes, blocks);
     else
-      launch(v, std::integral_constant<int, 8>());
+      launch(v, std::integral_constant<int, 8>(), lanes, blocks);
   };
-  if (packed)
-    withV(std::integral_constant<int, 4>());
+  if (warp)
+    withLanes(std::integral_constant<int, 4>(), std::integral_constant<int, 32>(),
+              static_cast<unsigned>((rows + kWarpRows - 1) / kWarpRows));
+  else if (packed)
+    withLanes(std::integral_constant<int, 4>(), std::integral_constant<int, kRowThreads>(),
+              static_cast<unsigned>(rows));
   else
-    withV(std::integral_constant<int, 1>());
+    withLanes(std::integral_constant<int, 1>(), std::integral_constant<int, kRowThreads>(),
+              static_cast<unsigned>(rows));
   return true;
 }
 
@@ -469,15 +513,18 @@ __global__ void scaledSoftmaxGradKernel(const T *y, const T *dy, const T *scale,
 
 /// scaledSoftmaxGradKernel for a row the block holds in registers
 /// (launchOnePass): y and dy are read once, not twice.
-template <typename T, int V, int Items>
+template <typename T, int V, int Items, int Lanes>
 __global__ void scaledSoftmaxGradOnePassKernel(const T *y, const T *dy, const T *scale,
-                                               bool causal, T *dx, int64_t width) {
+                                               bool causal, T *dx, int64_t rows, int64_t width) {
+  using Group = RowGroup<Lanes>;
   __shared__ double sums[kRowThreads / 32];
-  int64_t row = blockIdx.x, offset = row * width;
+  int64_t row = Group::row(), offset = row * width;
+  if (row >= rows)
+    return;
   int64_t kept = causal ? row % width + 1 : width;
   float p[Items][V], g[Items][V];
   double dot = 0.0;
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
     // Past the diagonal p is 0 and dy unwritten: neither is read.
     loadPackBefore<V>(y + offset + j, kept - j, p[i]);
     loadPackBefore<V>(dy + offset + j, kept - j, g[i]);
@@ -486,9 +533,9 @@ __global__ void scaledSoftmaxGradOnePassKernel(const T *y, const T *dy, const T 
       if (j + c < kept) // as scaledSoftmaxGradKernel: past it, g is not read
         dot += static_cast<double>(g[i][c]) * p[i][c];
   });
-  dot = blockReduce(dot, sums, Sum());
+  dot = Group::reduce(dot, sums, Sum());
   float s = scale ? static_cast<float>(*scale) : 1.0f;
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
 #pragma unroll
     for (int c = 0; c < V; ++c) {
       // Masked to 0, then scaled, as the CPU does (a negative scale's -0).
@@ -558,15 +605,19 @@ __global__ void layerNormGradRowsKernel(const T *x, const T *scale, const T *dy,
 /// (launchOnePass): x, dy and the scale are read once, where the looping
 /// kernel reads x four times and dy and the scale twice. The same sums in
 /// double, in another order.
-template <typename T, int V, int Items>
+template <typename T, int V, int Items, int Lanes>
 __global__ void layerNormGradRowsOnePassKernel(const T *x, const T *scale, const T *dy, T *dx,
-                                               double *moments, int64_t width, float eps) {
+                                               double *moments, int64_t rows, int64_t width,
+                                               float eps) {
+  using Group = RowGroup<Lanes>;
   __shared__ double shared[kRowThreads / 32];
-  int64_t offset = blockIdx.x * width;
+  int64_t row = Group::row(), offset = row * width;
+  if (row >= rows)
+    return;
   float xs[Items][V];
   double g[Items][V]; // dy * scale, exact in double
   double sum = 0.0;
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
     float d[V], s[V];
     loadPack<V>(x + offset + j, xs[i]);
     loadPack<V>(dy + offset + j, d);
@@ -577,34 +628,34 @@ __global__ void layerNormGradRowsOnePassKernel(const T *x, const T *scale, const
       g[i][c] = static_cast<double>(d[c]) * s[c];
     }
   });
-  double mean = blockReduce(sum, shared, Sum()) / width, var = 0.0;
-  forEachItem<V, Items>(width, [&](int i, int64_t) {
+  double mean = Group::reduce(sum, shared, Sum()) / width, var = 0.0;
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t) {
 #pragma unroll
     for (int c = 0; c < V; ++c)
       var += (xs[i][c] - mean) * (xs[i][c] - mean);
   });
-  double rstd = 1.0 / sqrt(blockReduce(var, shared, Sum()) / width + eps);
+  double rstd = 1.0 / sqrt(Group::reduce(var, shared, Sum()) / width + eps);
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
   double meanG = 0.0, meanGX = 0.0;
-  forEachItem<V, Items>(width, [&](int i, int64_t) {
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t) {
 #pragma unroll
     for (int c = 0; c < V; ++c) {
       meanG += g[i][c];
       meanGX += g[i][c] * ((xs[i][c] - mean) * rstd);
     }
   });
-  meanG = blockReduce(meanG, shared, Sum()) / width;
-  meanGX = blockReduce(meanGX, shared, Sum()) / width;
-  forEachItem<V, Items>(width, [&](int i, int64_t j) {
+  meanG = Group::reduce(meanG, shared, Sum()) / width;
+  meanGX = Group::reduce(meanGX, shared, Sum()) / width;
+  forEachItem<V, Items, Lanes>(width, [&](int i, int64_t j) {
     float out[V];
 #pragma unroll
     for (int c = 0; c < V; ++c)
       out[c] = static_cast<float>(rstd * (g[i][c] - meanG - (xs[i][c] - mean) * rstd * meanGX));
     storePack<V>(dx + offset + j, out);
   });
-  if (threadIdx.x == 0) {
-    moments[2 * blockIdx.x] = mean;
-    moments[2 * blockIdx.x + 1] = rstd;
+  if (Group::lane() == 0) {
+    moments[2 * row] = mean;
+    moments[2 * row + 1] = rstd;
   }
 }
 
@@ -827,10 +878,12 @@ void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
   int64_t width = shape.back(), rows = width ? elementsOf(shape) / width : 0;
   if (rows == 0)
     return;
-  bool onePass = launchOnePass(width, packable<T>(width, {in, out}), [&](auto v, auto items) {
-    scaledSoftmaxOnePassKernel<T, decltype(v)::value, decltype(items)::value>
-        <<<rows, kRowThreads, 0, stream()>>>(in, scale, causal, out, width);
-  });
+  bool onePass = launchOnePass(
+      width, rows, packable<T>(width, {in, out}), [&](auto v, auto items, auto lanes, unsigned blocks) {
+        scaledSoftmaxOnePassKernel<T, decltype(v)::value, decltype(items)::value,
+                                   decltype(lanes)::value>
+            <<<blocks, kRowThreads, 0, stream()>>>(in, scale, causal, out, rows, width);
+      });
   if (!onePass)
     scaledSoftmaxKernel<<<rows, kRowThreads, 0, stream()>>>(in, scale, causal, out, width);
   launched("softmax");
@@ -843,10 +896,14 @@ void scaledSoftmaxGrad(const T *y, const T *dy, const T *scale, bool causal,
   if (rows == 0)
     return;
   bool onePass =
-      launchOnePass(width, packable<T>(width, {y, dy, dx}), [&](auto v, auto items) {
-        scaledSoftmaxGradOnePassKernel<T, decltype(v)::value, decltype(items)::value>
-            <<<rows, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, width);
-      });
+      launchOnePass(width, rows, packable<T>(width, {y, dy, dx}),
+                    [&](auto v, auto items, auto lanes, unsigned blocks) {
+                      scaledSoftmaxGradOnePassKernel<T, decltype(v)::value,
+                                                     decltype(items)::value,
+                                                     decltype(lanes)::value>
+                          <<<blocks, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, rows,
+                                                                 width);
+                    });
   if (!onePass)
     scaledSoftmaxGradKernel<<<rows, kRowThreads, 0, stream()>>>(y, dy, scale, causal, dx, width);
   launched("softmax gradient");
@@ -859,10 +916,13 @@ void layerNormOp(const T *x, const T *scale, const T *bias, T *y,
   if (rows == 0)
     return;
   bool onePass =
-      launchOnePass(width, packable<T>(width, {x, scale, bias, y}), [&](auto v, auto items) {
-        layerNormOnePassKernel<T, decltype(v)::value, decltype(items)::value>
-            <<<rows, kRowThreads, 0, stream()>>>(x, scale, bias, y, width, eps);
-      });
+      launchOnePass(width, rows, packable<T>(width, {x, scale, bias, y}),
+                    [&](auto v, auto items, auto lanes, unsigned blocks) {
+                      layerNormOnePassKernel<T, decltype(v)::value, decltype(items)::value,
+                                             decltype(lanes)::value>
+                          <<<blocks, kRowThreads, 0, stream()>>>(x, scale, bias, y, rows, width,
+                                                                 eps);
+                    });
   if (!onePass)
     layerNormKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, bias, y, width, eps);
   launched("layer norm");
@@ -886,10 +946,14 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
       static_cast<double *>(workspace((2 * rows + 2 * chunks * width) * sizeof(double)));
   double *partial = moments + 2 * rows;
   bool onePass =
-      launchOnePass(width, packable<T>(width, {x, scale, dy, dx}), [&](auto v, auto items) {
-        layerNormGradRowsOnePassKernel<T, decltype(v)::value, decltype(items)::value>
-            <<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments, width, eps);
-      });
+      launchOnePass(width, rows, packable<T>(width, {x, scale, dy, dx}),
+                    [&](auto v, auto items, auto lanes, unsigned blocks) {
+                      layerNormGradRowsOnePassKernel<T, decltype(v)::value,
+                                                     decltype(items)::value,
+                                                     decltype(lanes)::value>
+                          <<<blocks, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments, rows,
+                                                                 width, eps);
+                    });
   if (!onePass)
     layerNormGradRowsKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments,
                                                                 width, eps);
