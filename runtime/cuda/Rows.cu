@@ -660,97 +660,164 @@ __global__ void layerNormGradRowsOnePassKernel(const T *x, const T *scale, const
 }
 
 /// dscale and dbias are column sums over every row. Stage 1: block (t, c)
-/// sums columns 32t .. 32t + 31 over row chunk c, kColumnLanes rows at a
-/// time, into partial[c]; stage 2 sums the chunks in order. A fixed
-/// decomposition: the same bits run to run, with the whole GPU busy (one
-/// thread per column would leave most of it idle for thousands of rows).
+/// sums P columns a thread, 32P from column 32Pt, over row chunk c,
+/// kColumnLanes rows at a time, into partial[c]; stage 2 sums the chunks
+/// (columnTotalsKernel). A fixed decomposition: the same bits run to run,
+/// with the whole GPU busy (one thread per column would leave most of it
+/// idle for thousands of rows). P = 16 bytes of elements where the rows
+/// allow (columnPack), so that each load moves 16 bytes, not 2 of bf16.
 constexpr int kColumnLanes = 8;
 
-template <typename T>
+template <typename T, int P>
 __global__ void layerNormGradPartialsKernel(const T *x, const T *dy,
                                             const double *moments, double *partial,
                                             int64_t rows, int64_t width, int64_t rowsPerChunk) {
-  __shared__ double scaleSums[kColumnLanes][32], biasSums[kColumnLanes][32];
-  int64_t i = blockIdx.x * 32 + threadIdx.x;
+  __shared__ double scaleSums[kColumnLanes][32 * P], biasSums[kColumnLanes][32 * P];
+  int64_t i = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * P;
   int64_t begin = blockIdx.y * rowsPerChunk;
   int64_t end = begin + rowsPerChunk < rows ? begin + rowsPerChunk : rows;
-  double scaleSum = 0.0, biasSum = 0.0;
-  if (i < width)
+  double scaleSum[P] = {}, biasSum[P] = {};
+  if (i < width) {
+#pragma unroll 4
     for (int64_t r = begin + threadIdx.y; r < end; r += kColumnLanes) {
-      double xhat = (x[r * width + i] - moments[2 * r]) * moments[2 * r + 1];
-      scaleSum += dy[r * width + i] * xhat;
-      biasSum += dy[r * width + i];
+      float xs[P], d[P];
+      loadPack<P>(x + r * width + i, xs);
+      loadPack<P>(dy + r * width + i, d);
+      double mean = moments[2 * r], rstd = moments[2 * r + 1];
+#pragma unroll
+      for (int c = 0; c < P; ++c) {
+        scaleSum[c] += d[c] * ((xs[c] - mean) * rstd);
+        biasSum[c] += d[c];
+      }
     }
-  scaleSums[threadIdx.y][threadIdx.x] = scaleSum;
-  biasSums[threadIdx.y][threadIdx.x] = biasSum;
+  }
+#pragma unroll
+  for (int c = 0; c < P; ++c) {
+    scaleSums[threadIdx.y][threadIdx.x * P + c] = scaleSum[c];
+    biasSums[threadIdx.y][threadIdx.x * P + c] = biasSum[c];
+  }
   __syncthreads();
   if (threadIdx.y == 0 && i < width) {
-    for (int lane = 1; lane < kColumnLanes; ++lane) {
-      scaleSum += scaleSums[lane][threadIdx.x];
-      biasSum += biasSums[lane][threadIdx.x];
+#pragma unroll
+    for (int c = 0; c < P; ++c) {
+      for (int lane = 1; lane < kColumnLanes; ++lane) {
+        scaleSum[c] += scaleSums[lane][threadIdx.x * P + c];
+        biasSum[c] += biasSums[lane][threadIdx.x * P + c];
+      }
+      partial[(2 * blockIdx.y) * width + i + c] = scaleSum[c];
+      partial[(2 * blockIdx.y + 1) * width + i + c] = biasSum[c];
     }
-    partial[(2 * blockIdx.y) * width + i] = scaleSum;
-    partial[(2 * blockIdx.y + 1) * width + i] = biasSum;
-  }
-}
-
-template <typename T>
-__global__ void layerNormGradColumnsKernel(const double *partial, int64_t chunks, int64_t width,
-                                           T *dscale, T *dbias) {
-  SBPRT_FOR_EACH(i, width) {
-    double scaleSum = 0.0, biasSum = 0.0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      scaleSum += partial[(2 * c) * width + i];
-      biasSum += partial[(2 * c + 1) * width + i];
-    }
-    dscale[i] = static_cast<float>(scaleSum);
-    dbias[i] = static_cast<float>(biasSum);
   }
 }
 
 /// A reduction over the leading axes, [rows, width] with the rows reduced
 /// (a bias's gradient: dy summed over batch and sequence), the same way:
-/// block (t, c) reduces columns 32t .. 32t + 31 over row chunk c, a warp
-/// reading a row's 32 consecutive columns, into partial[c]; then the chunks
-/// in order. A block per output would read a column, one element per 32
-/// bytes fetched.
-template <typename T>
+/// block (t, c) reduces P columns a thread, a warp reading 32P consecutive
+/// columns of a row, over row chunk c into partial[c]; then the chunks. A
+/// block per output would read a column, one element per 32 bytes
+/// fetched.
+template <typename T, int P>
 __global__ void columnPartialsKernel(ReduceKind kind, const T *in, double *partial,
                                      int64_t rows, int64_t width, int64_t rowsPerChunk) {
-  __shared__ double lanes[kColumnLanes][32];
+  __shared__ double lanes[kColumnLanes][32 * P];
   bool isMax = kind == ReduceKind::Max;
-  int64_t i = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  int64_t i = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * P;
   int64_t begin = blockIdx.y * rowsPerChunk;
   int64_t end = begin + rowsPerChunk < rows ? begin + rowsPerChunk : rows;
-  double value = isMax ? -INFINITY : 0.0;
-  if (i < width)
+  double value[P];
+#pragma unroll
+  for (int c = 0; c < P; ++c)
+    value[c] = isMax ? -INFINITY : 0.0;
+  if (i < width) {
+#pragma unroll 4
     for (int64_t r = begin + threadIdx.y; r < end; r += kColumnLanes) {
-      double x = static_cast<float>(in[r * width + i]);
-      value = isMax ? fmax(value, x) : value + x;
+      float x[P];
+      loadPack<P>(in + r * width + i, x);
+#pragma unroll
+      for (int c = 0; c < P; ++c)
+        value[c] = isMax ? fmax(value[c], static_cast<double>(x[c])) : value[c] + x[c];
     }
-  lanes[threadIdx.y][threadIdx.x] = value;
+  }
+#pragma unroll
+  for (int c = 0; c < P; ++c)
+    lanes[threadIdx.y][threadIdx.x * P + c] = value[c];
   __syncthreads();
   if (threadIdx.y == 0 && i < width) {
-    for (int lane = 1; lane < kColumnLanes; ++lane)
-      value = isMax ? fmax(value, lanes[lane][threadIdx.x]) : value + lanes[lane][threadIdx.x];
-    partial[blockIdx.y * width + i] = value;
+#pragma unroll
+    for (int c = 0; c < P; ++c) {
+      for (int lane = 1; lane < kColumnLanes; ++lane) {
+        double other = lanes[lane][threadIdx.x * P + c];
+        value[c] = isMax ? fmax(value[c], other) : value[c] + other;
+      }
+      partial[blockIdx.y * width + i + c] = value[c];
+    }
   }
 }
 
+/// out[i] = partial[c * stride + i] combined over the chunks c, a warp a
+/// column: lane l takes chunks l, l + 32, ..., then the lanes combine by
+/// shuffles in a fixed order. (A thread a column summed hundreds of chunks
+/// one after another, with a few hundred threads busy.)
 template <typename T>
 __global__ void columnTotalsKernel(ReduceKind kind, const double *partial, int64_t chunks,
-                                   int64_t rows, int64_t width, T *out) {
+                                   int64_t stride, int64_t rows, int64_t width, T *out) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (i >= width) // the whole warp
+    return;
   bool isMax = kind == ReduceKind::Max;
-  SBPRT_FOR_EACH(i, width) {
-    double value = partial[i];
-    for (int64_t c = 1; c < chunks; ++c)
-      value = isMax ? fmax(value, partial[c * width + i]) : value + partial[c * width + i];
-    out[i] = static_cast<float>(kind == ReduceKind::Mean ? value / rows : value);
+  double value = isMax ? -INFINITY : 0.0;
+  for (int64_t c = lane; c < chunks; c += 32)
+    value = isMax ? fmax(value, partial[c * stride + i]) : value + partial[c * stride + i];
+  for (int offset = 16; offset > 0; offset /= 2) {
+    double other = __shfl_xor_sync(0xffffffffu, value, offset);
+    value = isMax ? fmax(value, other) : value + other;
   }
+  if (lane == 0)
+    out[i] = static_cast<float>(kind == ReduceKind::Mean ? value / rows : value);
 }
 
-/// Chunks of at least 64 rows, at most 256 of them (the column kernels').
-int64_t columnChunks(int64_t rows) { return std::min<int64_t>(256, (rows + 63) / 64); }
+/// Launches columnTotalsKernel over `width` columns.
+template <typename T>
+void columnTotals(ReduceKind kind, const double *partial, int64_t chunks, int64_t stride,
+                  int64_t rows, int64_t width, T *out) {
+  constexpr int64_t kColumnsPerBlock = kThreads / 32;
+  columnTotalsKernel<<<static_cast<unsigned>((width + kColumnsPerBlock - 1) / kColumnsPerBlock),
+                       kThreads, 0, stream()>>>(kind, partial, chunks, stride, rows, width, out);
+}
+
+/// The columns a thread of the column kernels takes: 16 bytes' worth where
+/// the rows' width and the pointers allow, else 1.
+template <typename T> int columnPack(int64_t width, std::initializer_list<const void *> pointers) {
+  constexpr int kPack = 16 / sizeof(T);
+  if (width % kPack)
+    return 1;
+  for (const void *p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16)
+      return 1;
+  return kPack;
+}
+
+/// Calls launch(P) (a std::integral_constant) with columnPack's P.
+template <typename T, typename Launch>
+void withColumnPack(int pack, Launch launch) {
+  constexpr int kPack = 16 / sizeof(T);
+  if (pack == kPack)
+    launch(std::integral_constant<int, kPack>());
+  else
+    launch(std::integral_constant<int, 1>());
+}
+
+/// Chunks of rows for a column reduction whose blocks take `tiles` column
+/// tiles: at least 64 rows each where that keeps about 1,024 blocks busy,
+/// fewer (down to a row for each of a block's lanes) where wide packs
+/// leave few tiles; at most 256.
+int64_t columnChunks(int64_t rows, int64_t tiles) {
+  int64_t few = std::min<int64_t>(256, (rows + 63) / 64);
+  int64_t busy = std::min<int64_t>({256, (rows + kColumnLanes - 1) / kColumnLanes,
+                                    (1024 + tiles - 1) / tiles});
+  return std::max(few, busy);
+}
 
 /// The most partial sums a column reduction keeps in the workspace (32 MiB):
 /// wide rows take fewer chunks (their columns already fill the GPU), and
@@ -830,15 +897,19 @@ void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<
     reduceOutputsKernel<<<blocksFor(outputs), kThreads, 0, stream()>>>(kind, in, out, kept, along,
                                                                      outputs, reducedCount);
   } else if (leading && reducedCount > 0 && outputs <= kMaxColumnPartials) {
-    int64_t chunks = std::min(columnChunks(reducedCount), kMaxColumnPartials / outputs);
+    int pack = columnPack<T>(outputs, {in});
+    int64_t tiles = (outputs + 32 * pack - 1) / (32 * pack);
+    int64_t chunks = std::min(columnChunks(reducedCount, tiles), kMaxColumnPartials / outputs);
     int64_t rowsPerChunk = (reducedCount + chunks - 1) / chunks;
     auto *partial = static_cast<double *>(workspace(chunks * outputs * sizeof(double)));
-    dim3 tiles(static_cast<unsigned>((outputs + 31) / 32), static_cast<unsigned>(chunks));
-    columnPartialsKernel<<<tiles, dim3(32, kColumnLanes), 0, stream()>>>(
-        kind, in, partial, reducedCount, outputs, rowsPerChunk);
+    withColumnPack<T>(pack, [&](auto p) {
+      columnPartialsKernel<T, decltype(p)::value>
+          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
+             dim3(32, kColumnLanes), 0, stream()>>>(kind, in, partial, reducedCount, outputs,
+                                                    rowsPerChunk);
+    });
     launched("reduce");
-    columnTotalsKernel<<<blocksFor(outputs), kThreads, 0, stream()>>>(kind, partial, chunks,
-                                                                      reducedCount, outputs, out);
+    columnTotals(kind, partial, chunks, outputs, reducedCount, outputs, out);
   } else
     reduceKernel<<<outputs, kRowThreads, 0, stream()>>>(kind, in, out, kept, along, reducedCount);
   launched("reduce");
@@ -940,7 +1011,9 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
     return;
   }
   // [moments | partials].
-  int64_t chunks = columnChunks(rows);
+  int pack = columnPack<T>(width, {x, dy});
+  int64_t tiles = (width + 32 * pack - 1) / (32 * pack);
+  int64_t chunks = columnChunks(rows, tiles);
   int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
   auto *moments =
       static_cast<double *>(workspace((2 * rows + 2 * chunks * width) * sizeof(double)));
@@ -958,12 +1031,16 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
     layerNormGradRowsKernel<<<rows, kRowThreads, 0, stream()>>>(x, scale, dy, dx, moments,
                                                                 width, eps);
   launched("layer norm gradient");
-  dim3 tiles(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(chunks));
-  layerNormGradPartialsKernel<<<tiles, dim3(32, kColumnLanes), 0, stream()>>>(
-      x, dy, moments, partial, rows, width, rowsPerChunk);
+  withColumnPack<T>(pack, [&](auto p) {
+    layerNormGradPartialsKernel<T, decltype(p)::value>
+        <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
+           dim3(32, kColumnLanes), 0, stream()>>>(x, dy, moments, partial, rows, width,
+                                                  rowsPerChunk);
+  });
   launched("layer norm gradient");
-  layerNormGradColumnsKernel<<<blocksFor(width), kThreads, 0, stream()>>>(partial, chunks, width,
-                                                                          dscale, dbias);
+  // partial is [chunk][scale, bias][width].
+  columnTotals(ReduceKind::Sum, partial, chunks, 2 * width, rows, width, dscale);
+  columnTotals(ReduceKind::Sum, partial + width, chunks, 2 * width, rows, width, dbias);
   launched("layer norm gradient");
 }
 

@@ -600,6 +600,12 @@ CASES = [
     ("reduce_sum dims [0, 1] of 160 rows", reduce("reduce_sum", np.sum, [0, 1], True, (4, 40, 5))),
     ("reduce_mean dims [0] of 150 rows", reduce("reduce_mean", np.mean, [0], False, (150, 33))),
     ("reduce_max dims [0, 1] of 160 rows", reduce("reduce_max", np.max, [0, 1], False, (4, 40, 5))),
+    # ... and with rows a multiple of 16 bytes, which it reads 16 bytes a
+    # thread (a tile of 32 of those, here the second one short).
+    ("reduce_sum dims [0, 1] of 160 rows of 16", reduce("reduce_sum", np.sum, [0, 1], True,
+                                                        (4, 40, 16))),
+    ("reduce_max dims [0] of 150 rows of 264", reduce("reduce_max", np.max, [0], False,
+                                                      (150, 264))),
     ("softmax axis -1 (2)", softmax_like("softmax", 2)),
     ("softmax axis 1", softmax_like("softmax", 1)),
     ("log_softmax axis -1 (2)", softmax_like("log_softmax", 2)),
@@ -638,6 +644,8 @@ CASES = [
     *[(f"softmax_grad rows of {w}", softmax_grad(1, (2, w))) for w in ROW_WIDTHS],
     ("layer_norm_grad (input, scale, bias)", layer_norm_grad((2, 3), 6)),
     *[(f"layer_norm_grad rows of {w}", layer_norm_grad((2,), w)) for w in ROW_WIDTHS],
+    # Enough rows for several chunks of the scale's and bias's column sums.
+    ("layer_norm_grad over 80 rows of 24", layer_norm_grad((80,), 24)),
     ("causal_mask_grad", causal_mask_grad),
     ("cross_entropy_grad", cross_entropy_grad()),
     ("cross_entropy_grad over 37 classes", cross_entropy_grad(classes=37)),
