@@ -122,10 +122,13 @@ __global__ void sgdKernel(const float *param, const float *grad, const float *ve
   }
 }
 
+/// AdamW over n / N groups of N elements (N = 4: 16-byte loads and stores
+/// of each of the seven arrays, several in flight; 1: one element a thread).
+template <int N>
 __global__ void adamwKernel(const float *param, const float *grad, const float *m, const float *v,
-                            int64_t n, const float *step, double lr, double beta1, double beta2,
-                            double eps, double weightDecay, float *newParam, float *newM,
-                            float *newV) {
+                            int64_t groups, const float *step, double lr, double beta1,
+                            double beta2, double eps, double weightDecay, float *newParam,
+                            float *newM, float *newV) {
   // The bias corrections, two double pows, once per block: per thread they
   // cost more than the update (a thread per element, 248 million pows in a
   // GPT-2 small step).
@@ -136,9 +139,22 @@ __global__ void adamwKernel(const float *param, const float *grad, const float *
     corrections[1] = 1.0 - pow(beta2, t);
   }
   __syncthreads();
-  SBPRT_FOR_EACH(i, n) {
-    elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
-                       corrections[0], corrections[1], newParam[i], newM[i], newV[i]);
+  static_assert(N == 1 || N == 4);
+  using G = Four<float>;
+  auto in = [](const float *p, int64_t i) { return reinterpret_cast<const G *>(p)[i]; };
+  SBPRT_FOR_EACH(i, groups) {
+    if constexpr (N == 4) {
+      G p = in(param, i), g = in(grad, i), m1 = in(m, i), v1 = in(v, i), p2, m2, v2;
+      for (int c = 0; c < 4; ++c)
+        elementwise::adamw(p.v[c], g.v[c], m1.v[c], v1.v[c], lr, beta1, beta2, eps, weightDecay,
+                           corrections[0], corrections[1], p2.v[c], m2.v[c], v2.v[c]);
+      reinterpret_cast<G *>(newParam)[i] = p2;
+      reinterpret_cast<G *>(newM)[i] = m2;
+      reinterpret_cast<G *>(newV)[i] = v2;
+    } else {
+      elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
+                         corrections[0], corrections[1], newParam[i], newM[i], newV[i]);
+    }
   }
 }
 
@@ -380,11 +396,22 @@ void adamwUpdateOp(const float *param, const float *grad, const float *m, const 
                    double eps, double weightDecay, float *newParam, float *newM, float *newV) {
   if (n == 0)
     return;
-  // Enough blocks to fill the GPU several times over, each walking many
-  // elements, so that the corrections are computed a few thousand times.
-  unsigned blocks = std::min(blocksFor(n), 4096u);
-  adamwKernel<<<blocks, kThreads, 0, stream()>>>(param, grad, m, v, n, step, lr, beta1, beta2,
-                                                 eps, weightDecay, newParam, newM, newV);
+  // Whole fours where every array is aligned for them (the arena aligns
+  // tensors to 64 bytes), the rest one by one. Enough blocks to fill the
+  // GPU several times over, each walking many elements, so that the
+  // corrections are computed a few thousand times.
+  bool aligned = true;
+  for (const float *p : {param, grad, m, v, static_cast<const float *>(newParam),
+                         static_cast<const float *>(newM), static_cast<const float *>(newV)})
+    aligned = aligned && alignmentOf(p) >= sizeof(Four<float>);
+  int64_t fours = aligned ? n / 4 : 0, done = 4 * fours;
+  if (fours > 0)
+    adamwKernel<4><<<std::min(blocksFor(fours), 4096u), kThreads, 0, stream()>>>(
+        param, grad, m, v, fours, step, lr, beta1, beta2, eps, weightDecay, newParam, newM, newV);
+  if (n > done)
+    adamwKernel<1><<<std::min(blocksFor(n - done), 4096u), kThreads, 0, stream()>>>(
+        param + done, grad + done, m + done, v + done, n - done, step, lr, beta1, beta2, eps,
+        weightDecay, newParam + done, newM + done, newV + done);
   launched("adamw update");
 }
 
