@@ -88,6 +88,9 @@ VOCAB = 50257
 PRECISIONS = ("f32", "bf16")
 LARGEST_OPS = 16  # the single ops --profile-ops keeps per program (bench.json)
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "e2e"))
+from npy_tools import mpi_session_env, write_safetensors  # noqa: E402
 sys.path.insert(0, HERE)  # device_check: beside this script in a GPU bundle
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "gpu"))
 from device_check import stop  # noqa: E402
@@ -101,13 +104,14 @@ def run(cmd, timeout=None):
     """`cmd`'s stdout; RuntimeError with its last words when it fails, or
     when it runs past `timeout` seconds (then it is stopped, and mpirun
     stops its ranks)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop(proc)
-        raise RuntimeError(f"{os.path.basename(cmd[0])}: did not finish in {timeout} s")
+    with mpi_session_env() as env:  # launch.sh's mpirun: a session directory of its own
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True, env=env)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            raise RuntimeError(f"{os.path.basename(cmd[0])}: did not finish in {timeout} s")
     if proc.returncode != 0:
         lines = [line for line in (out + err).splitlines() if line.strip(" -")] or ["?"]
         # A rank's own report (not MPI's banner after it) says what went wrong.
@@ -406,9 +410,6 @@ def cublas_time(args, x, w, transposed, precision):
 
 def measure(args, peaks, name):
     """Runs every prepared program and its PyTorch or cuBLAS twin; the records."""
-    sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "e2e"))
-    from npy_tools import write_safetensors  # noqa: E402
     prepared = json.load(open(os.path.join(args.programs, "programs.json")))
     batch, seq = prepared["batch"], prepared["seq"]
     os.makedirs(args.workdir, exist_ok=True)

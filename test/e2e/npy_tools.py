@@ -19,11 +19,34 @@ and a CLI with three subcommands:
 Run with a Python that has NumPy (e.g. /usr/bin/python3).
 """
 import argparse
+import contextlib
 import json
+import os
+import shutil
 import struct
 import sys
+import tempfile
 
 import numpy as np
+
+@contextlib.contextmanager
+def mpi_session_env():
+    """The environment for a program's launch.sh (mpirun) with an Open MPI
+    session directory of its own, as `sbpc run` gives its jobs, removed
+    afterwards: jobs started at once (device_check.py --jobs, tests beside
+    one another) race to create the shared one, and the loser's mpirun
+    cannot start. One set by the caller is kept."""
+    env = dict(os.environ)
+    if "OMPI_MCA_orte_tmpdir_base" in env:
+        yield env
+        return
+    session = tempfile.mkdtemp(prefix="sbpc-mpi")  # short: it holds sockets
+    env["OMPI_MCA_orte_tmpdir_base"] = session
+    try:
+        yield env
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
+
 
 _DTYPES = {
     "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",

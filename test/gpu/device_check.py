@@ -51,11 +51,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from npy_tools import relative_errors, tolerance_problem  # noqa: E402
+from npy_tools import mpi_session_env, relative_errors, tolerance_problem  # noqa: E402
 
 
 def last_line(text):
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    # Not the rules around Open MPI's messages.
+    lines = [line for line in text.strip().splitlines() if line.strip(" -")]
     for line in lines:  # a rank's own report says most
         if line.startswith("rank ") and " failed in " in line:
             return line
@@ -78,15 +79,17 @@ def stop(proc):
 
 
 def run_bounded(command, timeout, **kw):
-    """(returncode, output) of `command`, in a session of its own; past
-    `timeout` seconds it is stopped (stop()) and returncode is None."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", start_new_session=True, **kw)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        return None, stop(proc)[0]
+    """(returncode, output) of `command`, in a session of its own (and an
+    Open MPI session directory of its own); past `timeout` seconds it is
+    stopped (stop()) and returncode is None."""
+    with mpi_session_env() as env:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True, env=env, **kw)
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+            return proc.returncode, output
+        except subprocess.TimeoutExpired:
+            return None, stop(proc)[0]
 
 
 def run_program(command, cwd, output_dir, timeout):
