@@ -112,9 +112,9 @@ std::string signature(Operation *op) {
   };
   std::string in = types(op->getOperandTypes()), out = types(op->getResultTypes());
   std::string text = out.empty() ? in : (in.empty() ? "" : in + " ") + "-> " + out;
-  // Flags (transpose_lhs, transpose_rhs, gelu, causal ...): a product and
-  // its gradient can have the same types.
-  // Not the passes' marks (graph.selective ...).
+  // Flags (transpose_lhs, transpose_rhs, gelu, causal ...), as a product
+  // and its gradient can have the same types; not the passes' marks
+  // (graph.selective ...).
   for (NamedAttribute attr : op->getAttrs())
     if (isa<UnitAttr>(attr.getValue()) && !attr.getName().strref().contains('.'))
       text += " " + attr.getName().str();

@@ -45,16 +45,20 @@ __global__ void mapFoursKernel(F f, Four<Out> *out, int64_t fours, const Four<In
   }
 }
 
-/// out[i] = f(in[i]...) for i < n: whole fours where every pointer is
-/// aligned for them (the arena aligns tensors to 64 bytes), the rest one by
-/// one.
+/// How many of n elements go as whole fours: n / 4 where every array is
+/// aligned for them (the arena aligns tensors to 64 bytes), else none; the
+/// rest go one by one.
+template <typename... T> int64_t wholeFours(int64_t n, const T *...arrays) {
+  return ((alignmentOf(arrays) >= sizeof(Four<T>)) && ...) ? n / 4 : 0;
+}
+
+/// out[i] = f(in[i]...) for i < n: whole fours (wholeFours), the rest one
+/// by one.
 template <typename F, typename Out, typename... In>
 void map(const char *what, F f, Out *out, int64_t n, const In *...in) {
   if (n == 0)
     return;
-  bool aligned = alignmentOf(out) >= sizeof(Four<Out>) &&
-                 ((alignmentOf(in) >= sizeof(Four<In>)) && ...);
-  int64_t fours = aligned ? n / 4 : 0;
+  int64_t fours = wholeFours(n, static_cast<const Out *>(out), in...);
   if (fours > 0)
     mapFoursKernel<<<blocksFor(fours), kThreads, 0, stream()>>>(
         f, reinterpret_cast<Four<Out> *>(out), fours, reinterpret_cast<const Four<In> *>(in)...);
@@ -140,11 +144,11 @@ __global__ void adamwKernel(const float *param, const float *grad, const float *
   }
   __syncthreads();
   static_assert(N == 1 || N == 4);
-  using G = Four<float>;
-  auto in = [](const float *p, int64_t i) { return reinterpret_cast<const G *>(p)[i]; };
   SBPRT_FOR_EACH(i, groups) {
     if constexpr (N == 4) {
-      G p = in(param, i), g = in(grad, i), m1 = in(m, i), v1 = in(v, i), p2, m2, v2;
+      using G = Four<float>;
+      auto in = [i](const float *p) { return reinterpret_cast<const G *>(p)[i]; };
+      G p = in(param), g = in(grad), m1 = in(m), v1 = in(v), p2, m2, v2;
       for (int c = 0; c < 4; ++c)
         elementwise::adamw(p.v[c], g.v[c], m1.v[c], v1.v[c], lr, beta1, beta2, eps, weightDecay,
                            corrections[0], corrections[1], p2.v[c], m2.v[c], v2.v[c]);
@@ -396,15 +400,12 @@ void adamwUpdateOp(const float *param, const float *grad, const float *m, const 
                    double eps, double weightDecay, float *newParam, float *newM, float *newV) {
   if (n == 0)
     return;
-  // Whole fours where every array is aligned for them (the arena aligns
-  // tensors to 64 bytes), the rest one by one. Enough blocks to fill the
-  // GPU several times over, each walking many elements, so that the
+  // Whole fours (wholeFours), the rest one by one. Enough blocks to fill
+  // the GPU several times over, each walking many elements, so that the
   // corrections are computed a few thousand times.
-  bool aligned = true;
-  for (const float *p : {param, grad, m, v, static_cast<const float *>(newParam),
-                         static_cast<const float *>(newM), static_cast<const float *>(newV)})
-    aligned = aligned && alignmentOf(p) >= sizeof(Four<float>);
-  int64_t fours = aligned ? n / 4 : 0, done = 4 * fours;
+  int64_t fours = wholeFours(n, param, grad, m, v, static_cast<const float *>(newParam),
+                             static_cast<const float *>(newM), static_cast<const float *>(newV));
+  int64_t done = 4 * fours;
   if (fours > 0)
     adamwKernel<4><<<std::min(blocksFor(fours), 4096u), kThreads, 0, stream()>>>(
         param, grad, m, v, fours, step, lr, beta1, beta2, eps, weightDecay, newParam, newM, newV);

@@ -358,12 +358,13 @@ __global__ void crossEntropyGradOnePassKernel(const T *logits, const int64_t *ta
   });
 }
 
-/// Whether rows of `width` elements at these addresses load V = 4 at a time.
-template <typename T> bool packable(int64_t width, std::initializer_list<const void *> pointers) {
-  if (width % 4)
+/// Whether rows of `width` elements at these addresses load V at a time.
+template <typename T, int V = 4>
+bool packable(int64_t width, std::initializer_list<const void *> pointers) {
+  if (width % V)
     return false;
   for (const void *p : pointers)
-    if (p && reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)))
+    if (p && reinterpret_cast<uintptr_t>(p) % (V * sizeof(T)))
       return false;
   return true;
 }
@@ -790,12 +791,7 @@ void columnTotals(ReduceKind kind, const double *partial, int64_t chunks, int64_
 /// the rows' width and the pointers allow, else 1.
 template <typename T> int columnPack(int64_t width, std::initializer_list<const void *> pointers) {
   constexpr int kPack = 16 / sizeof(T);
-  if (width % kPack)
-    return 1;
-  for (const void *p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16)
-      return 1;
-  return kPack;
+  return packable<T, kPack>(width, pointers) ? kPack : 1;
 }
 
 /// Calls launch(P) (a std::integral_constant) with columnPack's P.
