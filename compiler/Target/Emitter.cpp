@@ -169,6 +169,10 @@ private:
   std::string refOrNull(Value value, Value like) {
     return value ? ref(value) : "static_cast<const " + elementType(like) + " *>(nullptr)";
   }
+  /// The same for an optional result: where the op need not write it.
+  std::string resultOrNull(Value value, Value like) {
+    return value ? ref(value) : "static_cast<" + elementType(like) + " *>(nullptr)";
+  }
   std::string elements(Value value) {
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
   }
@@ -293,11 +297,26 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
       })
       .Case([&](ex::FusedOp o) { return emitFused(o); })
       .Case([&](ex::LinearOp o) {
-        line(llvm::formatv("kernels::linearOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+        line(llvm::formatv("kernels::linearOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});",
                            ref(o.getInput()), shape(o.getInput()), ref(o.getWeight()),
                            ref(o.getBias()), refOrNull(o.getResidual(), o.getInput()),
                            ref(o.getResult()), shape(o.getResult()),
-                           o.getTransposeRhs() ? "true" : "false", o.getGelu() ? "true" : "false"));
+                           o.getTransposeRhs() ? "true" : "false", o.getGelu() ? "true" : "false",
+                           resultOrNull(o.getPreactivation(), o.getInput())));
+        return success();
+      })
+      .Case([&](ex::MatmulGeluGradOp o) {
+        line(llvm::formatv("kernels::matmulGeluGradOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+                           ref(o.getGrad()), shape(o.getGrad()), ref(o.getWeight()),
+                           ref(o.getPreactivation()), ref(o.getResult()), shape(o.getResult()),
+                           o.getTransposeRhs() ? "true" : "false",
+                           resultOrNull(o.getBiasGrad(), o.getGrad())));
+        return success();
+      })
+      .Case([&](ex::MatmulBiasGradOp o) {
+        line(llvm::formatv("kernels::matmulBiasGradOp({0}, {1}, {2}, {3}, {4}, {5});",
+                           ref(o.getInput()), shape(o.getInput()), ref(o.getGrad()),
+                           shape(o.getGrad()), ref(o.getResult()), ref(o.getBiasGrad())));
         return success();
       })
       .Case([&](ex::CausalMatmulOp o) {

@@ -167,9 +167,11 @@ SmallVector<Operation *> fuseSoftmaxGrad(Operation *root) {
   return chain;
 }
 
-/// add(matmul(x, w), b), then a gelu when it is the sum's one use, into
-/// exec.linear: a product by a shared weight, not transposing x, whose only
-/// use is the add of a bias [N] (either operand order).
+/// add(matmul(x, w), b), then a gelu of the sum, into exec.linear: a
+/// product by a shared weight, not transposing x, whose only use is the add
+/// of a bias [N] (either operand order). Where the sum has uses besides the
+/// gelu (a training step's gelu_grad), the linear layer's second result,
+/// the preactivation, takes them.
 void fuseLinear(graph::AddOp add) {
   Block *block = add->getBlock();
   auto type = cast<RankedTensorType>(add.getType());
@@ -184,17 +186,22 @@ void fuseLinear(graph::AddOp add) {
       continue;
     Operation *root = add;
     graph::GeluOp gelu;
-    if (add->hasOneUse() && (gelu = dyn_cast<graph::GeluOp>(*add->user_begin())) &&
-        gelu->getBlock() == block)
+    for (Operation *user : add->getUsers())
+      if ((gelu = dyn_cast<graph::GeluOp>(user)) && gelu->getBlock() == block)
+        break;
+    if (gelu)
       root = gelu;
+    bool keepSum = gelu && !add->hasOneUse();
     OpBuilder b(add);
-    auto linear = b.create<exec::LinearOp>(root->getLoc(), type, matmul.getLhs(),
-                                           matmul.getRhs(), bias, Value(),
+    auto linear = b.create<exec::LinearOp>(root->getLoc(), type, keepSum ? type : Type(),
+                                           matmul.getLhs(), matmul.getRhs(), bias, Value(),
                                            matmul.getTransposeRhs(), static_cast<bool>(gelu));
     linear->setDiscardableAttrs(root->getDiscardableAttrDictionary());
     root->getResult(0).replaceAllUsesWith(linear.getResult());
-    if (gelu)
+    if (gelu) {
       gelu->erase();
+      add.getResult().replaceAllUsesWith(linear.getPreactivation());
+    }
     add->erase();
     matmul->erase();
     return;
@@ -279,7 +286,7 @@ bool fuseSiblingLinears(Value input) {
       continue;
     OpBuilder builder(first);
     Location loc = first.getLoc();
-    auto outType = cast<RankedTensorType>(first.getType());
+    auto outType = cast<RankedTensorType>(first.getResult().getType());
     Type element = outType.getElementType();
     SmallVector<int64_t> wide(outType.getShape()), grouped(outType.getShape());
     wide.back() = g * n;
@@ -289,8 +296,8 @@ bool fuseSiblingLinears(Value input) {
         loc, RankedTensorType::get({k, g * n}, wType.getElementType()), w);
     Value bias = builder.create<graph::ReshapeOp>(
         loc, RankedTensorType::get({g * n}, bType.getElementType()), b);
-    auto linear = builder.create<exec::LinearOp>(loc, RankedTensorType::get(wide, element), input,
-                                                 weight, bias, Value(), false, false);
+    auto linear = builder.create<exec::LinearOp>(loc, RankedTensorType::get(wide, element), Type(),
+                                                 input, weight, bias, Value(), false, false);
     linear->setDiscardableAttrs(first->getDiscardableAttrDictionary());
     Value all = builder.create<graph::ReshapeOp>(loc, RankedTensorType::get(grouped, element),
                                                  linear.getResult());
@@ -299,7 +306,7 @@ bool fuseSiblingLinears(Value input) {
       starts[grouped.size() - 2] = index;
       limits[grouped.size() - 2] = index + 1;
       Value part = builder.create<graph::SliceOp>(old.getLoc(), all, starts, limits);
-      auto result = builder.create<graph::ReshapeOp>(old.getLoc(), old.getType(), part);
+      auto result = builder.create<graph::ReshapeOp>(old.getLoc(), old.getResult().getType(), part);
       result->setDiscardableAttrs(old->getDiscardableAttrDictionary());
       old.getResult().replaceAllUsesWith(result.getResult());
     }
@@ -334,7 +341,7 @@ void fuseResidual(graph::AddOp add) {
         product.getType() != add.getType() || residual == product)
       continue;
     OpBuilder b(add);
-    auto fused = b.create<exec::LinearOp>(add.getLoc(), add.getType(), linear.getInput(),
+    auto fused = b.create<exec::LinearOp>(add.getLoc(), add.getType(), Type(), linear.getInput(),
                                           linear.getWeight(), linear.getBias(), residual,
                                           linear.getTransposeRhs(), false);
     fused->setDiscardableAttrs(add->getDiscardableAttrDictionary());
@@ -342,6 +349,118 @@ void fuseResidual(graph::AddOp add) {
     add->erase();
     linear->erase();
     return;
+  }
+}
+
+/// Whether `reduce` sums `value` over every axis but the last: a bias's
+/// gradient.
+bool sumsAllButLast(graph::ReduceSumOp reduce, Value value) {
+  auto rank = cast<RankedTensorType>(value.getType()).getRank();
+  return reduce.getInput() == value && rank >= 1 &&
+         llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1));
+}
+
+/// The graph.reduce_sum in `block` that sums `value` over every axis but
+/// the last, if one does.
+graph::ReduceSumOp biasGradOf(Value value, Block *block) {
+  for (Operation *user : value.getUsers())
+    if (auto reduce = dyn_cast<graph::ReduceSumOp>(user))
+      if (reduce->getBlock() == block && sumsAllButLast(reduce, value))
+        return reduce;
+  return nullptr;
+}
+
+/// gelu_grad(pre, matmul(g, w)), a product by a shared weight not
+/// transposing g and used only there, into exec.matmul_gelu_grad; with
+/// the reduce_sum of the gradient over all axes but the last (the bias's
+/// gradient of the layer before the GELU) as its second result.
+void fuseGeluGrad(graph::GeluGradOp geluGrad) {
+  Block *block = geluGrad->getBlock();
+  auto matmul = soleProducer<graph::MatmulOp>(geluGrad.getGrad(), block);
+  if (!matmul || matmul.getTransposeLhs() ||
+      cast<RankedTensorType>(matmul.getRhs().getType()).getRank() != 2 ||
+      cast<RankedTensorType>(matmul.getLhs().getType()).getRank() < 2 ||
+      matmul.getType() != geluGrad.getType() || geluGrad.getInput().getType() != geluGrad.getType())
+    return;
+  graph::ReduceSumOp reduce = biasGradOf(geluGrad.getResult(), block);
+  OpBuilder b(geluGrad);
+  auto fused = b.create<exec::MatmulGeluGradOp>(
+      geluGrad.getLoc(), geluGrad.getType(), reduce ? reduce.getType() : Type(), matmul.getLhs(),
+      matmul.getRhs(), geluGrad.getInput(), matmul.getTransposeRhs());
+  fused->setDiscardableAttrs(geluGrad->getDiscardableAttrDictionary());
+  geluGrad.getResult().replaceAllUsesWith(fused.getResult());
+  geluGrad->erase();
+  matmul->erase();
+  if (reduce) {
+    reduce.getResult().replaceAllUsesWith(fused.getBiasGrad());
+    reduce->erase();
+  }
+}
+
+/// Whether `at` can use `value`: it is made before `at` (or is an
+/// argument), or by reshapes of such a value, which can be copied to `at`.
+bool availableAt(Value value, Operation *at) {
+  Operation *def = value.getDefiningOp();
+  if (!def || (def->getBlock() == at->getBlock() && def->isBeforeInBlock(at)))
+    return true;
+  auto reshape = dyn_cast<graph::ReshapeOp>(def);
+  return reshape && def->getBlock() == at->getBlock() && availableAt(reshape.getInput(), at);
+}
+
+/// `value` for `at` to use (availableAt): itself, or copies of its
+/// reshapes just before `at`.
+Value bringTo(Value value, Operation *at) {
+  Operation *def = value.getDefiningOp();
+  if (!def || (def->getBlock() == at->getBlock() && def->isBeforeInBlock(at)))
+    return value;
+  auto reshape = cast<graph::ReshapeOp>(def);
+  Value input = bringTo(reshape.getInput(), at);
+  OpBuilder b(at);
+  return b.create<graph::ReshapeOp>(reshape.getLoc(), reshape.getType(), input);
+}
+
+/// A weight's gradient, matmul(x, g2) with x transposed, where g2 is the
+/// gradient g as [T, N] and a reduce_sum sums g over every axis but the
+/// last (the bias's gradient), into exec.matmul_bias_grad, at the reduce
+/// or the matmul, whichever comes first.
+void fuseBiasGrad(graph::MatmulOp matmul) {
+  Block *block = matmul->getBlock();
+  auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
+  auto rhs = cast<RankedTensorType>(matmul.getRhs().getType());
+  if (!matmul.getTransposeLhs() || matmul.getTransposeRhs() || lhs.getRank() != 2 ||
+      rhs.getRank() != 2)
+    return;
+  // The gradient the reduce sums: the rhs, or what one of its reshapes read.
+  graph::ReduceSumOp reduce;
+  for (Value grad = matmul.getRhs(); grad && !reduce;) {
+    if (cast<RankedTensorType>(grad.getType()).getShape().back() == rhs.getDimSize(1))
+      reduce = biasGradOf(grad, block);
+    auto reshape = grad.getDefiningOp<graph::ReshapeOp>();
+    grad = reshape ? reshape.getInput() : Value();
+  }
+  if (!reduce)
+    return;
+  Operation *at = reduce->isBeforeInBlock(matmul) ? reduce.getOperation() : matmul;
+  if (!availableAt(matmul.getLhs(), at) || !availableAt(matmul.getRhs(), at))
+    return;
+  Value input = bringTo(matmul.getLhs(), at), gradRows = bringTo(matmul.getRhs(), at);
+  OpBuilder b(at);
+  auto fused = b.create<exec::MatmulBiasGradOp>(matmul.getLoc(), matmul.getType(), reduce.getType(),
+                                                input, gradRows);
+  fused->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
+  matmul.getResult().replaceAllUsesWith(fused.getResult());
+  reduce.getResult().replaceAllUsesWith(fused.getBiasGrad());
+  for (Operation *gone : {matmul.getOperation(), reduce.getOperation()}) {
+    SmallVector<Value> operands(gone->getOperands());
+    gone->erase();
+    // Reshapes left without a use (copied to the fused op's place).
+    for (Value operand : operands)
+      while (auto reshape = operand.getDefiningOp<graph::ReshapeOp>()) {
+        if (!reshape->use_empty())
+          break;
+        operand = reshape.getInput();
+        reshape->erase();
+      }
   }
 }
 
@@ -414,6 +533,15 @@ public:
       SmallVector<graph::AddOp> residuals(program.getOps<graph::AddOp>());
       for (graph::AddOp add : residuals)
         fuseResidual(add);
+      // The backward's linear layers: the GELU's gradient (with its bias's)
+      // before the elementwise chains take it, then the other biases'
+      // gradients with their weights'.
+      SmallVector<graph::GeluGradOp> geluGrads(program.getOps<graph::GeluGradOp>());
+      for (graph::GeluGradOp geluGrad : geluGrads)
+        fuseGeluGrad(geluGrad);
+      SmallVector<graph::MatmulOp> weightGrads(program.getOps<graph::MatmulOp>());
+      for (graph::MatmulOp matmul : weightGrads)
+        fuseBiasGrad(matmul);
       SmallVector<graph::SoftmaxOp> softmaxes(program.getOps<graph::SoftmaxOp>());
       for (graph::SoftmaxOp softmax : softmaxes)
         fuseSoftmax(softmax);

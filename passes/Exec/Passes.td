@@ -62,15 +62,17 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
 def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
   let summary = "groups elementwise chains into exec.fused ops, attention's softmax into "
                 "exec.softmax and its products into exec.causal_matmul, linear layers into "
-                "exec.linear";
+                "exec.linear and their gradients into exec.matmul_gelu_grad and "
+                "exec.matmul_bias_grad";
   let description = [{
     In each exec program, first: a `graph.add` of a bias `[N]` to a
     `graph.matmul` by a shared `[K, N]` or `[N, K]` weight (the input not
     transposed, the product used only there) becomes one `exec.linear`,
-    which takes the `graph.gelu` after the sum too when that is the sum's
-    only use (in training the GELU's gradient needs the sum, so the GELU
-    stays): the GPU adds the bias and applies the GELU in cuBLASLt's
-    epilogue, as the product is written. Linear layers on one input whose
+    which takes the `graph.gelu` after the sum too (where the sum has other
+    uses, training's `graph.gelu_grad`, the linear layer's second result,
+    its preactivation, takes them): the GPU adds the bias and applies the
+    GELU in cuBLASLt's epilogue, as the product is written. Linear layers
+    on one input whose
     weights are the slices `w[:, g, :]` of one `[K, G, N]` weight and whose
     biases the slices `b[g, :]` of one `[G, N]` bias, every g once (GPT's
     query, key and value, sliced so that tensor parallelism splits heads),
@@ -78,7 +80,17 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     and slices of its product: one GEMM G times as wide. A `graph.add` of
     an exec.linear's result (its only use, no GELU) and a tensor of the
     same type, a residual connection, joins the linear layer as its
-    `residual` (cuBLASLt's C with beta = 1). Next, a
+    `residual` (cuBLASLt's C with beta = 1). The backward's linear layers:
+    `graph.gelu_grad(pre, matmul(dy, w))`, a product by a shared weight
+    used only there, becomes one `exec.matmul_gelu_grad`, with a
+    `graph.reduce_sum` of its result over every axis but the last (the
+    bias gradient of the layer before the GELU) as its second result; a
+    `graph.matmul` of two rank-2 operands with the lhs transposed (a
+    weight's gradient) whose rhs is, or reshapes, a gradient that a
+    `graph.reduce_sum` sums over every axis but the last (its bias's
+    gradient) becomes one `exec.matmul_bias_grad` where the first of the
+    two was (later reshapes it reads are copied there; where an operand
+    comes later otherwise, nothing fuses). Next, a
     `graph.softmax` over the last axis whose
     input is a `graph.causal_mask` or a `graph.mul` by a 0-d scale, or a
     mask of such a mul, each used only there, becomes one `exec.softmax`;

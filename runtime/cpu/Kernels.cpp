@@ -135,8 +135,8 @@ void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n, i
 }
 
 template <typename T>
-void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int64_t rows,
-            int64_t n, int64_t k, bool transposeW, bool gelu) {
+void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int64_t rows, int64_t n,
+            int64_t k, bool transposeW, bool gelu, T *preactivation) {
   // The f32 product: in `y` itself for f32, in a buffer for bf16.
   std::vector<float> product;
   float *out = nullptr;
@@ -152,8 +152,46 @@ void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int6
       float v = elementwise::binary(BinaryKind::Add, out[r * n + j], bias[j]);
       if (residual) // as graph.add of the two: the same bits either way round
         v = elementwise::binary(BinaryKind::Add, v, residual[r * n + j]);
+      if (gelu && preactivation)
+        preactivation[r * n + j] = v;
       y[r * n + j] = gelu ? elementwise::unary(UnaryKind::Gelu, v) : v;
     }
+}
+
+/// Column sums of rows x n values, each in double down the rows (as
+/// reduce sums them), into `out`.
+template <typename T> static void columnSums(const float *values, int64_t rows, int64_t n, T *out) {
+  std::vector<double> sums(n, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      sums[j] += values[r * n + j];
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = static_cast<float>(sums[j]);
+}
+
+template <typename T>
+void matmulGeluGrad(const T *g, const T *w, const T *pre, T *dx, T *biasGrad, int64_t rows,
+                    int64_t n, int64_t k, bool transposeW) {
+  std::vector<float> product(rows * n);
+  productF32(g, w, product.data(), rows, n, k, false, transposeW);
+  for (int64_t i = 0; i < rows * n; ++i) {
+    product[i] = elementwise::geluGrad(pre[i], product[i]);
+    dx[i] = product[i];
+  }
+  if (biasGrad)
+    columnSums(product.data(), rows, n, biasGrad);
+}
+
+template <typename T>
+void matmulBiasGrad(const T *x, const T *dy, T *dw, T *biasGrad, int64_t rows, int64_t k,
+                    int64_t n) {
+  matmul(x, dy, dw, 1, k, n, rows, true, false, false);
+  if constexpr (std::is_same_v<T, float>) {
+    columnSums(dy, rows, n, biasGrad);
+  } else {
+    std::vector<float> values(dy, dy + rows * n);
+    columnSums(values.data(), rows, n, biasGrad);
+  }
 }
 
 template <typename T>
@@ -514,12 +552,14 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
   template void unary(UnaryKind, const T *, T *, int64_t);                                     \
   template void binary(BinaryKind, const T *, const Shape &, const T *, const Shape &, T *,    \
                        const Shape &);                                                         \
-  template void matmul(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t, bool,    \
-                       bool, bool, Causal, int64_t);                                           \
-  template void linear(const T *, const T *, const T *, const T *, T *, int64_t, int64_t,      \
-                       int64_t, bool, bool);                                                   \
-  template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &,     \
-                       T *);                                                                   \
+  template void matmul(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t, bool, bool,  \
+                       bool, Causal, int64_t);                                                     \
+  template void linear(const T *, const T *, const T *, const T *, T *, int64_t, int64_t, int64_t, \
+                       bool, bool, T *);                                                           \
+  template void matmulGeluGrad(const T *, const T *, const T *, T *, T *, int64_t, int64_t,        \
+                               int64_t, bool);                                                     \
+  template void matmulBiasGrad(const T *, const T *, T *, T *, int64_t, int64_t, int64_t);         \
+  template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &, T *);   \
   template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \
   template void scaledSoftmax(const T *, const T *, bool, T *, const Shape &);                 \
   template void layerNorm(const T *, const T *, const T *, T *, int64_t, int64_t, float);      \

@@ -40,9 +40,25 @@ void matmul(const T *a, const T *b, T *c, int64_t batch, int64_t m, int64_t n,
 /// `gelu`, or plus `residual` [rows, n] when there is one; w is [k, n]
 /// ([n, k] when `transposeW`). In f32 the bits of matmul, binary Add and
 /// unary Gelu (or a second Add) one after the other; bf16 rounds once.
+/// With the GELU, `preactivation` (when not null) gets the sum before it.
 template <typename T>
-void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int64_t rows,
-            int64_t n, int64_t k, bool transposeW, bool gelu);
+void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int64_t rows, int64_t n,
+            int64_t k, bool transposeW, bool gelu, T *preactivation = nullptr);
+
+/// exec.matmul_gelu_grad: dx[rows, n] = gelu_grad(pre, g[rows, k] * w)
+/// (w [k, n], or [n, k] when `transposeW`), and when `biasGrad` is not
+/// null the sums of dx's columns into it: in f32 the bits of matmul,
+/// gelu_grad and reduce_sum one after the other; bf16 rounds dx once and
+/// sums it before that rounding.
+template <typename T>
+void matmulGeluGrad(const T *g, const T *w, const T *pre, T *dx, T *biasGrad, int64_t rows,
+                    int64_t n, int64_t k, bool transposeW);
+
+/// exec.matmul_bias_grad: dw[k, n] = x[rows, k]^T dy[rows, n], and the sums
+/// of dy's columns into `biasGrad`: the bits of matmul and reduce_sum.
+template <typename T>
+void matmulBiasGrad(const T *x, const T *dy, T *dw, T *biasGrad, int64_t rows, int64_t k,
+                    int64_t n);
 
 /// Reduces the listed (ascending) dimensions; `out` has the kept dimensions in order.
 template <typename T>

@@ -64,11 +64,31 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
 
 /// exec.linear: y = x * op(w) + bias (then the GELU, or plus the residual
 /// when there is one), over x's rows.
+/// With the GELU, the sum before it into `preactivation` when not null.
 template <typename T>
-void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual,
-              T *y, const Shape &yShape, bool transposeW, bool gelu) {
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual, T *y,
+              const Shape &yShape, bool transposeW, bool gelu, T *preactivation = nullptr) {
   int64_t n = yShape.back(), k = xShape.back();
-  linear(x, w, bias, residual, y, n ? sbprt::numElements(yShape) / n : 0, n, k, transposeW, gelu);
+  linear(x, w, bias, residual, y, n ? sbprt::numElements(yShape) / n : 0, n, k, transposeW, gelu,
+         preactivation);
+}
+
+/// exec.matmul_gelu_grad: dx = gelu_grad(pre, g * op(w)) over g's rows, and
+/// the bias gradient (dx's column sums) when `biasGrad` is not null.
+template <typename T>
+void matmulGeluGradOp(const T *g, const Shape &gShape, const T *w, const T *pre, T *dx,
+                      const Shape &dxShape, bool transposeW, T *biasGrad) {
+  int64_t n = dxShape.back(), k = gShape.back();
+  matmulGeluGrad(g, w, pre, dx, biasGrad, n ? sbprt::numElements(dxShape) / n : 0, n, k,
+                 transposeW);
+}
+
+/// exec.matmul_bias_grad: dw = x^T dy for x [rows, k] and dy [rows, n], and
+/// the bias gradient (dy's column sums).
+template <typename T>
+void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape, T *dw,
+                      T *biasGrad) {
+  matmulBiasGrad(x, dy, dw, biasGrad, xShape[0], xShape[1], dyShape[1]);
 }
 
 /// graph.layer_norm over the last dimension of `shape`.

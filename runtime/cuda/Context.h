@@ -23,13 +23,15 @@ struct Context {
   int device = -1;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
-  /// cuBLASLt, for GEMMs with epilogues (exec.linear), and its workspace.
+  /// cuBLASLt, for GEMMs with epilogues (exec.linear and its gradients),
+  /// and its workspace.
   cublasLtHandle_t lt = nullptr;
   void *ltWorkspace = nullptr;
   /// SBPRT_CUDA_SYNC=1: wait after every op.
   bool syncEachOp = false;
-  /// SBPRT_CUDA_EPILOGUES=0: linear layers as a GEMM, then their bias and
-  /// GELU kernels, never cuBLASLt's fused epilogues.
+  /// SBPRT_CUDA_EPILOGUES=0: linear layers and their gradients as a GEMM,
+  /// then their bias, GELU, GELU-gradient and column-sum kernels, never
+  /// cuBLASLt's fused epilogues.
   bool epilogues = true;
   /// SBPRT_CUDA_ONE_PASS=0: the row kernels (softmax, layer norm and their
   /// gradients) always loop over their rows, never hold a row in registers.

@@ -16,14 +16,18 @@
 // same GEMM per block of C's rows, each only as far as the diagonal
 // (runtime/CausalGemm.h).
 //
-// exec.linear on cuBLASLt: the same GEMM with the bias (and GELU) in the
-// epilogue, one plan (descriptors and the heuristic's algorithm) per shape
-// and operand alignment, kept for the run.
+// exec.linear, exec.matmul_gelu_grad and exec.matmul_bias_grad on
+// cuBLASLt: the same GEMM with the bias (and GELU, keeping its input for
+// the backward), the GELU's gradient (and the bias gradient), or the bias
+// gradient in the epilogue, one plan (descriptors and the heuristic's
+// algorithm) per shape, epilogue and alignment, kept for the run; each
+// falls back to the GEMM and our kernels where cuBLASLt has no algorithm.
 #include "runtime/Alignment.h"
-#include "runtime/cuda/Context.h"
 #include "runtime/cpu/Ops.h"
+#include "runtime/cuda/Context.h"
 #include "runtime/cuda/Ops.h"
 
+#include <cstdio>
 #include <map>
 #include <tuple>
 #include <type_traits>
@@ -310,55 +314,74 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
 
 namespace {
 
-/// What a cuBLASLt plan depends on: the GEMM, the epilogue, the element
-/// type and the alignment of each matrix (the arena aligns to 64 bytes, less
-/// than the 256 cuBLASLt assumes unless told).
-struct LinearKey {
-  int64_t rows, n, k;
-  bool transposeW, gelu, isBf16;
-  /// alignC: the residual's (cuBLASLt's C), else the result's.
-  uint32_t alignW, alignX, alignY, alignC;
-  bool operator<(const LinearKey &o) const {
-    return std::tie(rows, n, k, transposeW, gelu, isBf16, alignW, alignX, alignY, alignC) <
-           std::tie(o.rows, o.n, o.k, o.transposeW, o.gelu, o.isBf16, o.alignW, o.alignX,
-                    o.alignY, o.alignC);
+/// What a cuBLASLt plan depends on: column-major D (m x n) = op(A) op(B),
+/// the epilogue, the element type and the alignment of each matrix and
+/// vector (the arena aligns to 64 bytes, less than the 256 cuBLASLt assumes
+/// unless told; the heuristic reads the bias's and aux's pointers for
+/// theirs).
+struct LtKey {
+  int64_t m, n, k;
+  bool transA, transB;
+  cublasLtEpilogue_t epilogue;
+  bool isBf16;
+  /// alignC: the residual's (cuBLASLt's C), else D's.
+  uint32_t alignA, alignB, alignC, alignD, alignBias, alignAux;
+  auto tied() const {
+    return std::tie(m, n, k, transA, transB, epilogue, isBf16, alignA, alignB, alignC, alignD,
+                    alignBias, alignAux);
   }
+  bool operator<(const LtKey &o) const { return tied() < o.tied(); }
 };
 
-struct LinearPlan {
+struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  /// False when cuBLASLt has no algorithm for it: matmul, then the bias and
-  /// GELU kernels.
+  /// False when cuBLASLt has no algorithm for it: the caller's kernels.
   bool usable = false;
+  /// Whether a call with it has succeeded.
+  bool called = false;
 };
 
-std::map<LinearKey, LinearPlan> &linearPlans() {
-  static std::map<LinearKey, LinearPlan> plans;
+std::map<LtKey, LtPlan> &ltPlans() {
+  static std::map<LtKey, LtPlan> plans;
   return plans;
 }
 
-/// Row-major y[rows, n] = x[rows, k] w is column-major y^T (n x rows) =
-/// op(w^T) (n x k) x^T (k x rows): w is cuBLASLt's A, x its B.
-LinearPlan makePlan(const LinearKey &key) {
-  LinearPlan plan;
+bool hasAux(cublasLtEpilogue_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU ||
+         epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+/// The descriptors and the heuristic's algorithm; `bias` and `aux` are the
+/// call's pointers (the heuristic reads their alignment).
+LtPlan makePlan(const LtKey &key, const void *bias, const void *aux) {
+  LtPlan plan;
   cudaDataType_t type = key.isBf16 ? CUDA_R_16BF : CUDA_R_32F;
-  cublasOperation_t opW = key.transposeW ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epilogue = key.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  const char *what = "linear (cuBLASLt plan)";
+  cublasOperation_t opA = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opB = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const char *what = "GEMM with an epilogue (cuBLASLt plan)";
   check(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
-  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &opW, sizeof opW),
-        what);
-  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                       sizeof epilogue),
-        what);
-  // Stored w: [k, n] row-major is n x k column-major (ld n); [n, k] is k x n (ld k).
-  uint64_t wRows = key.transposeW ? key.k : key.n, wCols = key.transposeW ? key.n : key.k;
-  check(cublasLtMatrixLayoutCreate(&plan.w, type, wRows, wCols, static_cast<int64_t>(wRows)),
-        what);
-  check(cublasLtMatrixLayoutCreate(&plan.x, type, key.k, key.rows, key.k), what);
-  check(cublasLtMatrixLayoutCreate(&plan.y, type, key.n, key.rows, key.n), what);
+  auto set = [&](cublasLtMatmulDescAttributes_t attribute, const auto &value) {
+    check(cublasLtMatmulDescSetAttribute(plan.op, attribute, &value, sizeof value), what);
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, opA);
+  set(CUBLASLT_MATMUL_DESC_TRANSB, opB);
+  set(CUBLASLT_MATMUL_DESC_EPILOGUE, key.epilogue);
+  if (bias)
+    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (hasAux(key.epilogue)) {
+    // The aux matrix is laid out as D: m x n, ld m.
+    int64_t auxLd = key.m;
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, auxLd);
+  }
+  auto layout = [&](cublasLtMatrixLayout_t &out, int64_t rows, int64_t cols) {
+    check(cublasLtMatrixLayoutCreate(&out, type, rows, cols, rows), what);
+  };
+  layout(plan.a, key.transA ? key.k : key.m, key.transA ? key.m : key.k);
+  layout(plan.b, key.transB ? key.n : key.k, key.transB ? key.k : key.n);
+  layout(plan.d, key.m, key.n);
   cublasLtMatmulPreference_t preference;
   check(cublasLtMatmulPreferenceCreate(&preference), what);
   size_t workspaceBytes = kLtWorkspaceBytes;
@@ -367,16 +390,16 @@ LinearPlan makePlan(const LinearKey &key) {
                                              &workspaceBytes, sizeof workspaceBytes),
         what);
   for (auto [attribute, align] :
-       {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignW),
-        std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignX),
+       {std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignA),
+        std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignB),
         std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC),
-        std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignY)})
+        std::make_pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignD)})
     check(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &align, sizeof align),
           what);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      context().lt, plan.op, plan.w, plan.x, plan.y, plan.y, preference, 1, &result, &found);
+      context().lt, plan.op, plan.a, plan.b, plan.d, plan.d, preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   plan.usable = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (plan.usable)
@@ -384,67 +407,167 @@ LinearPlan makePlan(const LinearKey &key) {
   return plan;
 }
 
+/// Column-major D (m x n) = op(A) op(B) (+ C, beta 1, where `c` is not
+/// null) with `epilogue`: `bias` is its bias, or where it computes one, the
+/// bias gradient it writes; `aux` the GELU's input it writes (GELU_AUX_BIAS)
+/// or reads (DGELU), laid out as D. False, having done nothing, where the
+/// epilogues are off (SBPRT_CUDA_EPILOGUES=0), there is nothing to contract,
+/// a vector is less than 16-byte aligned (cuBLASLt reads them in 16-byte
+/// vectors), the aux's ld is not a multiple of 8 elements (cuBLASLt's
+/// rule), or cuBLASLt has no algorithm for it.
+template <typename T>
+bool ltMatmul(int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+              cublasLtEpilogue_t epilogue, const T *a, const T *b, const T *c, T *d,
+              const void *bias, const void *aux, const char *what) {
+  bool auxOk = !hasAux(epilogue) || (m % 8 == 0 && alignmentOf(aux) >= 16);
+  if (k <= 0 || !context().epilogues || !auxOk || (bias && alignmentOf(bias) < 16))
+    return false;
+  LtKey key{m,
+            n,
+            k,
+            transA,
+            transB,
+            epilogue,
+            std::is_same_v<T, bf16>,
+            alignmentOf(a),
+            alignmentOf(b),
+            alignmentOf(c ? static_cast<const void *>(c) : d),
+            alignmentOf(d),
+            bias ? alignmentOf(bias) : 256u,
+            aux ? alignmentOf(aux) : 256u};
+  auto found = ltPlans().find(key);
+  if (found == ltPlans().end())
+    found = ltPlans().emplace(key, makePlan(key, bias, aux)).first;
+  LtPlan &plan = found->second;
+  if (!plan.usable)
+    return false;
+  if (bias)
+    check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                         sizeof bias),
+          what);
+  if (hasAux(epilogue))
+    check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                         sizeof aux),
+          what);
+  float one = 1.0f, zero = 0.0f;
+  cublasStatus_t status = cublasLtMatmul(context().lt, plan.op, &one, a, plan.a, b, plan.b,
+                                         c ? &one : &zero, c ? c : d, plan.d, d, plan.d,
+                                         &plan.algo, context().ltWorkspace, kLtWorkspaceBytes,
+                                         stream());
+  // A plan's first call that cuBLASLt refuses (an epilogue its heuristic
+  // offered but the call does not take: it checks before it launches) is
+  // that GEMM's last: it says so once and falls back. Any later failure
+  // ends the job.
+  if (status != CUBLAS_STATUS_SUCCESS && !plan.called &&
+      (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE)) {
+    std::fprintf(stderr,
+                 "sbprt: warning: %s: cublasLtMatmul refused epilogue %d for %lld x %lld x %lld "
+                 "(%s); the GEMM and kernels instead\n",
+                 what, static_cast<int>(epilogue), static_cast<long long>(m),
+                 static_cast<long long>(n), static_cast<long long>(k),
+                 cublasGetStatusString(status));
+    plan.usable = false;
+    return false;
+  }
+  check(status, what);
+  plan.called = true;
+  if (context().syncEachOp)
+    check(cudaStreamSynchronize(stream()), what);
+  return true;
+}
+
+/// Sums of the columns of row-major [rows, n] `values` into `out`: a
+/// bias's gradient, where no epilogue computed it.
+template <typename T> void columnSums(const T *values, int64_t rows, int64_t n, T *out) {
+  cuda::reduce(ReduceKind::Sum, values, Shape{rows, n}, {0}, out);
+}
+
 } // namespace
 
 void releaseLinearPlans() {
-  for (auto &[key, plan] : linearPlans()) {
-    cublasLtMatrixLayoutDestroy(plan.y);
-    cublasLtMatrixLayoutDestroy(plan.x);
-    cublasLtMatrixLayoutDestroy(plan.w);
+  for (auto &[key, plan] : ltPlans()) {
+    cublasLtMatrixLayoutDestroy(plan.d);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.a);
     cublasLtMatmulDescDestroy(plan.op);
   }
-  linearPlans().clear();
+  ltPlans().clear();
 }
 
+// Row-major y[rows, n] = x[rows, k] op(w) is column-major y^T (n x rows) =
+// op(w)^T x^T: w is cuBLASLt's A (stored [k, n], n x k column-major; or
+// [n, k], k x n transposed), x its B; so for each GEMM below.
+
 template <typename T>
-void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual,
-              T *y, const Shape &yShape, bool transposeW, bool gelu) {
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual, T *y,
+              const Shape &yShape, bool transposeW, bool gelu, T *preactivation) {
   int64_t n = yShape.back(), k = xShape.back(), rows = n ? elementsOf(yShape) / n : 0;
   if (rows == 0 || n == 0)
     return;
-  const void *c = residual ? static_cast<const void *>(residual) : y;
-  LinearKey key{rows, n, k, transposeW, gelu, std::is_same_v<T, bf16>,
-                alignmentOf(w), alignmentOf(x), alignmentOf(y), alignmentOf(c)};
-  // cuBLASLt reads the bias in 16-byte vectors (the arena aligns to 64).
-  bool fusable = k > 0 && context().epilogues && alignmentOf(bias) >= 16;
-  auto found = linearPlans().find(key);
-  if (fusable && found == linearPlans().end())
-    found = linearPlans().emplace(key, makePlan(key)).first;
-  if (fusable && found->second.usable) {
-    LinearPlan &plan = found->second;
-    // D = alpha w x + beta C + bias: the residual is C with beta = 1.
-    float one = 1.0f, zero = 0.0f;
-    check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                         sizeof bias),
-          "linear");
-    check(cublasLtMatmul(context().lt, plan.op, &one, w, plan.w, x, plan.x,
-                         residual ? &one : &zero, residual ? residual : y, plan.y, y, plan.y,
-                         &plan.algo, context().ltWorkspace, kLtWorkspaceBytes, stream()),
-          "linear");
-    if (context().syncEachOp)
-      check(cudaStreamSynchronize(stream()), "linear");
+  T *pre = gelu ? preactivation : nullptr;
+  cublasLtEpilogue_t epilogue = !gelu ? CUBLASLT_EPILOGUE_BIAS
+                                : pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                      : CUBLASLT_EPILOGUE_GELU_BIAS;
+  if (ltMatmul(n, rows, k, transposeW, false, epilogue, w, x, residual, y, bias, pre, "linear"))
     return;
-  }
   // No epilogue for it (or none wanted, or nothing to contract): the
-  // product, then the bias and the GELU in place, as the unfused ops
-  // compute them (in bf16, rounding after each where the fused GEMM and the
-  // CPU round once).
+  // product, then the bias and the GELU, as the unfused ops compute them
+  // (in bf16, rounding after each where the fused GEMM and the CPU round
+  // once); the sum in the preactivation where it is kept.
   Shape wShape = transposeW ? Shape{n, k} : Shape{k, n};
-  matmulOp(x, xShape, w, wShape, y, yShape, false, transposeW);
-  cuda::binary(BinaryKind::Add, y, yShape, bias, Shape{n}, y, yShape);
+  T *sum = pre ? pre : y;
+  matmulOp(x, xShape, w, wShape, sum, yShape, false, transposeW);
+  cuda::binary(BinaryKind::Add, sum, yShape, bias, Shape{n}, sum, yShape);
   if (residual)
     cuda::binary(BinaryKind::Add, y, yShape, residual, yShape, y, yShape);
   if (gelu)
-    cuda::unary(UnaryKind::Gelu, y, y, rows * n);
+    cuda::unary(UnaryKind::Gelu, sum, y, rows * n);
+}
+
+template <typename T>
+void matmulGeluGradOp(const T *g, const Shape &gShape, const T *w, const T *pre, T *dx,
+                      const Shape &dxShape, bool transposeW, T *biasGrad) {
+  int64_t n = dxShape.back(), k = gShape.back(), rows = n ? elementsOf(dxShape) / n : 0;
+  if (rows == 0 || n == 0)
+    return;
+  cublasLtEpilogue_t epilogue = biasGrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  if (ltMatmul(n, rows, k, transposeW, false, epilogue, w, g, static_cast<const T *>(nullptr), dx,
+               biasGrad, pre, "matmul_gelu_grad"))
+    return;
+  Shape wShape = transposeW ? Shape{n, k} : Shape{k, n};
+  matmulOp(g, gShape, w, wShape, dx, dxShape, false, transposeW);
+  cuda::geluGrad(pre, dx, dx, rows * n);
+  if (biasGrad)
+    columnSums(dx, rows, n, biasGrad);
+}
+
+// Row-major dw[k, n] = x[rows, k]^T dy[rows, n] is column-major dw^T
+// (n x k) = dy^T (n x rows, as stored) x (rows x k: x's k x rows,
+// transposed): dy is A, whose rows BGRADA sums over the contraction.
+template <typename T>
+void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape, T *dw,
+                      T *biasGrad) {
+  int64_t rows = xShape[0], k = xShape[1], n = dyShape[1];
+  if (k == 0 || n == 0)
+    return;
+  if (ltMatmul(n, k, rows, false, true, CUBLASLT_EPILOGUE_BGRADA, dy, x,
+               static_cast<const T *>(nullptr), dw, biasGrad, nullptr, "matmul_bias_grad"))
+    return;
+  matmulOp(x, xShape, dy, dyShape, dw, Shape{k, n}, true, false);
+  columnSums(dy, rows, n, biasGrad);
 }
 
 template void matmulOp(const float *, const Shape &, const float *, const Shape &, float *,
                        const Shape &, bool, bool, Causal);
 template void matmulOp(const bf16 *, const Shape &, const bf16 *, const Shape &, bf16 *,
                        const Shape &, bool, bool, Causal);
-template void linearOp(const float *, const Shape &, const float *, const float *,
-                       const float *, float *, const Shape &, bool, bool);
-template void linearOp(const bf16 *, const Shape &, const bf16 *, const bf16 *, const bf16 *,
-                       bf16 *, const Shape &, bool, bool);
+#define SBPRT_CUDA_LINEAR(T)                                                                       \
+  template void linearOp(const T *, const Shape &, const T *, const T *, const T *, T *,           \
+                         const Shape &, bool, bool, T *);                                          \
+  template void matmulGeluGradOp(const T *, const Shape &, const T *, const T *, T *,              \
+                                 const Shape &, bool, T *);                                        \
+  template void matmulBiasGradOp(const T *, const Shape &, const T *, const Shape &, T *, T *);
+SBPRT_CUDA_LINEAR(float)
+SBPRT_CUDA_LINEAR(bf16)
 
 } // namespace sbprt::cuda

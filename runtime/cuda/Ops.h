@@ -48,10 +48,20 @@ void matmulOp(const T *a, const Shape &aShape, const T *b, const Shape &bShape, 
               const Shape &cShape, bool transposeA, bool transposeB,
               Causal causal = Causal::None);
 /// exec.linear: x * op(w) + bias (then the GELU, or plus the residual) in
-/// cuBLASLt's epilogue.
+/// cuBLASLt's epilogue; with the GELU, the sum before it into
+/// `preactivation` when not null (GELU_AUX_BIAS).
 template <typename T>
-void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual,
-              T *y, const Shape &yShape, bool transposeW, bool gelu);
+void linearOp(const T *x, const Shape &xShape, const T *w, const T *bias, const T *residual, T *y,
+              const Shape &yShape, bool transposeW, bool gelu, T *preactivation = nullptr);
+/// exec.matmul_gelu_grad: gelu_grad(pre, g * op(w)), and the bias gradient
+/// when `biasGrad` is not null (DGELU, DGELU_BGRAD).
+template <typename T>
+void matmulGeluGradOp(const T *g, const Shape &gShape, const T *w, const T *pre, T *dx,
+                      const Shape &dxShape, bool transposeW, T *biasGrad);
+/// exec.matmul_bias_grad: x^T dy and dy's column sums (BGRADA).
+template <typename T>
+void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape, T *dw,
+                      T *biasGrad);
 template <typename T>
 void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax);
 template <typename T>
@@ -66,8 +76,7 @@ void concat(const std::vector<const void *> &inputs, size_t elementBytes,
 template <typename T>
 bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices,
                  int64_t count, T *out, std::string &error);
-template <typename T>
-void causalMaskOp(const T *x, T *y, const Shape &shape, float fill);
+template <typename T> void causalMaskOp(const T *x, T *y, const Shape &shape, float fill);
 template <typename T>
 bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
                     T *loss, std::string &error);

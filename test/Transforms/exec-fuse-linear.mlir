@@ -81,8 +81,8 @@ func.func @residuals() attributes {exec.ranks = array<i64: 0>} {
 
 // -----
 
-// Training keeps the sum for the GELU's gradient: the bias fuses, the GELU
-// does not. Not fused: a product used twice, a transposed input, a batched
+// Training keeps the sum for the GELU's gradient: the linear layer takes
+// the GELU and keeps the sum as its second result. Not fused: a product used twice, a transposed input, a batched
 // (per-entry) right operand, a bias that is not [N] (a [1, N] row, a full
 // [M, N] matrix).
 sbp.mesh @m axes ["x"] shape [1]
@@ -121,8 +121,8 @@ func.func @kept() attributes {exec.ranks = array<i64: 0>} {
 }
 
 // CHECK-LABEL: func.func @kept()
-// CHECK: %[[S:.*]] = exec.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT: graph.gelu %[[S]]
+// CHECK: %[[H:.*]], %[[S:.*]] = exec.linear %{{.*}}, %{{.*}}, %{{.*}} gelu : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-NEXT: exec.store %[[H]] "h"
 // CHECK: graph.gelu_grad %[[S]], %
 // CHECK-NOT: exec.linear
 // CHECK: graph.matmul

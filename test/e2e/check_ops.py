@@ -391,6 +391,65 @@ def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False, res
     return make
 
 
+def linear_keeping_sum(lead, k, n):
+    """gelu(x @ w + b) and the sum before the GELU, both outputs (as a
+    training step keeps it for gelu_grad): one exec.linear with its
+    preactivation result."""
+    def make(rng):
+        x, w, b = uni(rng, (*lead, k)), uni(rng, (k, n)), uni(rng, (n,))
+        pre = f64(x) @ f64(w) + f64(b)
+        out = np.zeros((*lead, n), dtype=np.float32)
+        body = [f"%0 = graph.matmul %x, %w : {sig([x, w], out)}",
+                f"%out1 = graph.add %0, %b : {sig([out, b], out)}",
+                f"%out0 = graph.gelu %out1 : {T(out)}"]
+        return {"x": x, "w": w, "b": b}, body, {"out0": gelu(pre), "out1": pre}, RTOL_MATMUL
+    return make
+
+
+def gelu_grad_through_linear(lead, k, n, transposed, bias_grad):
+    """gelu_grad(pre, dy @ w) (w [N, K] with transpose_rhs): the input
+    gradient of a linear layer after a GELU, and the sums over its rows (the
+    bias gradient of the layer before the GELU) if asked: one
+    exec.matmul_gelu_grad."""
+    def make(rng):
+        dy, pre = uni(rng, (*lead, k)), uni(rng, (*lead, n), -3.0, 3.0)
+        w = uni(rng, (n, k) if transposed else (k, n))
+        g = f64(dy) @ (f64(w).T if transposed else f64(w))
+        want = {"out0": num_grad(lambda v: np.sum(gelu(v) * g), pre)}
+        out = np.zeros((*lead, n), dtype=np.float32)
+        flag = " transpose_rhs" if transposed else ""
+        body = [f"%0 = graph.matmul %dy, %w{flag} : {sig([dy, w], out)}",
+                f"%out0 = graph.gelu_grad %pre, %0 : {sig([pre, out], out)}"]
+        if bias_grad:
+            want["out1"] = want["out0"].sum(axis=tuple(range(len(lead))))
+            dims = ", ".join(str(d) for d in range(len(lead)))
+            body.append(f"%out1 = graph.reduce_sum %out0 dims [{dims}] : "
+                        f"{sig([out], want['out1'])}")
+        return {"dy": dy, "w": w, "pre": pre}, body, want, RTOL_FD
+    return make
+
+
+def weight_and_bias_grad(lead, k, n):
+    """x^T dy over the rows of x [..., K] and dy [..., N] (a weight's
+    gradient) and dy's sums over its rows, dimensions kept (its bias's): one
+    exec.matmul_bias_grad."""
+    def make(rng):
+        x, dy = uni(rng, (*lead, k)), uni(rng, (*lead, n))
+        rows = int(np.prod(lead))
+        x2, dy2 = f64(x).reshape(rows, k), f64(dy).reshape(rows, n)
+        want = {"out0": x2.T @ dy2, "out1": dy2.sum(axis=0).reshape((1,) * len(lead) + (n,))}
+        xs, ds = np.zeros((rows, k), np.float32), np.zeros((rows, n), np.float32)
+        dims = ", ".join(str(d) for d in range(len(lead)))
+        # As a training step orders them: the bias's gradient first, the
+        # weight's gradient reshaping a gradient that is there already.
+        body = [f"%0 = graph.reshape %x : {sig([x], xs)}",
+                f"%out1 = graph.reduce_sum %dy dims [{dims}] keepdims : {sig([dy], want['out1'])}",
+                f"%1 = graph.reshape %dy : {sig([dy], ds)}",
+                f"%out0 = graph.matmul %0, %1 transpose_lhs : {sig([xs, ds], want['out0'])}"]
+        return {"x": x, "dy": dy}, body, want, RTOL_MATMUL
+    return make
+
+
 def elementwise_chain(rng):
     """tanh(a + b) * c - a, c broadcast along rows."""
     a, b, c = uni(rng, (3, 7)), uni(rng, (3, 7)), uni(rng, (7,))
@@ -670,6 +729,12 @@ CASES = [
     ("fused: linear + bias + residual", linear((2, 3), 8, 16, residual=True)),
     ("fused: linear + bias + residual, transpose_rhs", linear((6,), 8, 5, transposed=True,
                                                               residual=True)),
+    ("fused: linear + bias + gelu, the sum kept", linear_keeping_sum((2, 3), 8, 16)),
+    ("fused: linear + bias + gelu, the sum kept, N of 5", linear_keeping_sum((6,), 8, 5)),
+    ("fused: gelu_grad of a product, and the bias gradient",
+     gelu_grad_through_linear((2, 3), 8, 16, transposed=True, bias_grad=True)),
+    ("fused: gelu_grad of a product, N of 5", gelu_grad_through_linear((6,), 8, 5, False, False)),
+    ("fused: weight and bias gradients", weight_and_bias_grad((2, 3), 8, 5)),
     ("fused: elementwise chain", elementwise_chain),
     ("sgd_update momentum 0.9, weight_decay 0.01", sgd_update(0.1, 0.9, 0.01)),
     ("sgd_update momentum 0, weight_decay 0", sgd_update(0.05, 0.0, 0.0)),

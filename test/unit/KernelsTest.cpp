@@ -323,6 +323,45 @@ TEST(KernelsTest, LinearIsMatmulAddGelu) {
     ASSERT_EQ(got[i], bias[i % n]);
 }
 
+// The linear layers' backward ops: the bits of the ops they replace in f32.
+TEST(KernelsTest, LinearGradientsAreTheirOps) {
+  const int64_t rows = 6, n = 7, k = 5;
+  Values g = randomData(rows * k, 21), w = randomData(k * n, 22), pre = randomData(rows * n, 23);
+  for (bool transposeW : {false, true}) {
+    Values product(rows * n), want(rows * n), wantBias(n), got(rows * n), gotBias(n);
+    matmul(g.data(), w.data(), product.data(), 1, rows, n, k, false, transposeW, true);
+    geluGrad(pre.data(), product.data(), want.data(), rows * n);
+    reduce(ReduceKind::Sum, want.data(), {rows, n}, {0}, wantBias.data());
+    matmulGeluGrad(g.data(), w.data(), pre.data(), got.data(), gotBias.data(), rows, n, k,
+                   transposeW);
+    for (int64_t i = 0; i < rows * n; ++i)
+      ASSERT_EQ(got[i], want[i]) << "element " << i << " transposeW " << transposeW;
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(gotBias[j], wantBias[j]) << "bias gradient " << j;
+    // Without the bias gradient, the same result.
+    Values alone(rows * n);
+    matmulGeluGrad(g.data(), w.data(), pre.data(), alone.data(), static_cast<float *>(nullptr),
+                   rows, n, k, transposeW);
+    ASSERT_EQ(alone, got);
+  }
+  // The weight's gradient x^T dy and the bias's, the sums of dy's rows.
+  Values x = randomData(rows * k, 24), dy = randomData(rows * n, 25);
+  Values want(k * n), wantBias(n), got(k * n), gotBias(n);
+  matmul(x.data(), dy.data(), want.data(), 1, k, n, rows, true, false, true);
+  reduce(ReduceKind::Sum, dy.data(), {rows, n}, {0}, wantBias.data());
+  matmulBiasGrad(x.data(), dy.data(), got.data(), gotBias.data(), rows, k, n);
+  ASSERT_EQ(got, want);
+  ASSERT_EQ(gotBias, wantBias);
+  // The forward keeps the sum before the GELU: the bias's add, bit for bit.
+  Values b = randomData(n, 26), sum(rows * n), y(rows * n), wantSum(rows * n), product(rows * n);
+  linear(x.data(), w.data(), b.data(), kNoResidual, y.data(), rows, n, k, false, true, sum.data());
+  matmul(x.data(), w.data(), product.data(), 1, rows, n, k, false, false, true);
+  binary(BinaryKind::Add, product.data(), {rows, n}, b.data(), {n}, wantSum.data(), {rows, n});
+  ASSERT_EQ(sum, wantSum);
+  unary(UnaryKind::Gelu, wantSum.data(), wantSum.data(), rows * n);
+  ASSERT_EQ(y, wantSum);
+}
+
 TEST(KernelsTest, Reduce) {
   Shape shape = {3, 4, 5};
   Values in = randomData(count(shape), 6);

@@ -10,7 +10,9 @@
 #include "runtime/BFloat16.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 using sbprt::bf16;
 
@@ -24,7 +26,12 @@ struct cublasLtMatmulDescOpaque_t {
   cudaDataType_t scale;
   cublasOperation_t transA = CUBLAS_OP_N, transB = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  /// The bias, or the bias gradient the epilogue writes.
   const void *bias = nullptr;
+  /// The GELU's input: written by GELU_AUX(_BIAS), read by DGELU(_BGRAD);
+  /// laid out as D, rows auxLd apart.
+  const void *aux = nullptr;
+  int64_t auxLd = 0;
 };
 
 struct cublasLtMatrixLayoutOpaque_t {
@@ -79,31 +86,79 @@ bool inDevice(const void *p, size_t bytes, const char *call, const char *what) {
   return false;
 }
 
-/// The tanh form of GELU, cuBLASLt's epilogue.
-float gelu(float x) {
-  return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+/// The tanh form of GELU, cuBLASLt's epilogue, and its derivative.
+constexpr float kScale = 0.7978845608f, kCubic = 0.044715f;
+float gelu(float x) { return 0.5f * x * (1.0f + std::tanh(kScale * (x + kCubic * x * x * x))); }
+float geluDerivative(float x) {
+  double t = std::tanh(kScale * (x + kCubic * x * x * x));
+  double inner = kScale * (1.0 + 3.0 * kCubic * static_cast<double>(x) * x);
+  return static_cast<float>(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner);
 }
 
+/// What an epilogue adds to the product, and where (cuBLASLt's flags).
+struct Epilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr, *aux = nullptr;
+  int64_t auxLd = 0;
+  bool addsBias() const { return kind & CUBLASLT_EPILOGUE_BIAS; }
+  bool gelu() const {
+    return kind == CUBLASLT_EPILOGUE_GELU || kind == CUBLASLT_EPILOGUE_GELU_BIAS ||
+           kind == CUBLASLT_EPILOGUE_GELU_AUX || kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  }
+  bool writesAux() const {
+    return kind == CUBLASLT_EPILOGUE_GELU_AUX || kind == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  }
+  bool geluGrad() const {
+    return kind == CUBLASLT_EPILOGUE_DGELU || kind == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  }
+  bool readsAux() const { return geluGrad(); }
+  /// The bias gradient it writes: the sums of D's rows (DGELU_BGRAD), of
+  /// op(A)'s rows or of op(B)'s columns over the contraction (BGRADA,
+  /// BGRADB).
+  bool biasGrad() const {
+    return kind == CUBLASLT_EPILOGUE_DGELU_BGRAD || kind == CUBLASLT_EPILOGUE_BGRADA ||
+           kind == CUBLASLT_EPILOGUE_BGRADB;
+  }
+};
+
 /// D (m x n) = alpha op(A) op(B) + beta C, then the epilogue: what every
-/// GEMM here computes, accumulating in double.
-void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-          const Matrix &a, const Matrix &b, float beta, const Matrix &c, void *d,
-          cudaDataType_t dType, int64_t ldd, cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT,
-          const void *bias = nullptr) {
+/// GEMM here computes, accumulating in double (and the bias gradients
+/// too, of the values before they are rounded to D's type).
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const Matrix &a,
+          const Matrix &b, float beta, const Matrix &c, void *d, cudaDataType_t dType, int64_t ldd,
+          const Epilogue &epilogue = {}) {
+  std::vector<double> grads(epilogue.kind == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i) {
       double sum = 0.0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += static_cast<double>(a.at(transA, i, p)) * b.at(transB, p, j);
+      for (int64_t p = 0; p < k; ++p) {
+        float ap = a.at(transA, i, p), bp = b.at(transB, p, j);
+        sum += static_cast<double>(ap) * bp;
+        if (epilogue.kind == CUBLASLT_EPILOGUE_BGRADA && j == 0)
+          grads[i] += ap;
+        if (epilogue.kind == CUBLASLT_EPILOGUE_BGRADB && i == 0)
+          grads[j] += bp;
+      }
       float value = static_cast<float>(alpha * sum);
       if (beta != 0.0f) // beta = 0: C is not read (it may hold NaN)
         value += beta * c.at(false, i, j);
-      if (epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_BIAS)
-        value += read(bias, dType, i);
-      if (epilogue == CUBLASLT_EPILOGUE_GELU || epilogue == CUBLASLT_EPILOGUE_GELU_BIAS)
+      if (epilogue.addsBias())
+        value += read(epilogue.bias, dType, i);
+      if (epilogue.writesAux())
+        write(const_cast<void *>(epilogue.aux), dType, i + j * epilogue.auxLd, value);
+      if (epilogue.gelu())
         value = gelu(value);
+      if (epilogue.geluGrad()) {
+        value *= geluDerivative(read(epilogue.aux, dType, i + j * epilogue.auxLd));
+        if (epilogue.kind == CUBLASLT_EPILOGUE_DGELU_BGRAD)
+          grads[i] += value;
+      }
       write(d, dType, i + j * ldd, value);
     }
+  if (epilogue.biasGrad())
+    for (size_t i = 0; i < grads.size(); ++i)
+      write(const_cast<void *>(epilogue.bias), dType, static_cast<int64_t>(i),
+            static_cast<float>(grads[i]));
 }
 
 /// cublas<t>gemmStridedBatched for both element types: A and B of `type`,
@@ -236,6 +291,16 @@ cublasStatus_t checkMatmul(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
   case CUBLASLT_EPILOGUE_BIAS:
   case CUBLASLT_EPILOGUE_GELU:
   case CUBLASLT_EPILOGUE_GELU_BIAS:
+  case CUBLASLT_EPILOGUE_BGRADA:
+  case CUBLASLT_EPILOGUE_BGRADB:
+    return CUBLAS_STATUS_SUCCESS;
+  case CUBLASLT_EPILOGUE_GELU_AUX:
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+  case CUBLASLT_EPILOGUE_DGELU:
+  case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+    // The aux's ld: a multiple of 8, no less than D's rows.
+    if (desc->auxLd % 8 || desc->auxLd < static_cast<int64_t>(d->rows))
+      return CUBLAS_STATUS_INVALID_VALUE;
     return CUBLAS_STATUS_SUCCESS;
   default:
     return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -290,6 +355,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
     return setValue(desc->epilogue, buffer, bytes);
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
     return setValue(desc->bias, buffer, bytes);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    return setValue(desc->aux, buffer, bytes);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    return setValue(desc->auxLd, buffer, bytes);
   }
   return CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -369,9 +438,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return CUBLAS_STATUS_NOT_INITIALIZED;
   if (cublasStatus_t status = checkMatmul(desc, a, b, c, d); status != CUBLAS_STATUS_SUCCESS)
     return status;
-  bool hasBias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS ||
-                 desc->epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  if (!algo || (hasBias && !desc->bias))
+  // SBPC_CUDA_EMU_LT_REFUSE=EPILOGUE: the call refuses that epilogue, which
+  // the heuristic offered (as a cuBLASLt whose heuristic and kernels
+  // disagree would), so that the caller's fallback runs.
+  static const long refused = [] {
+    const char *value = std::getenv("SBPC_CUDA_EMU_LT_REFUSE");
+    return value ? std::strtol(value, nullptr, 10) : 0L;
+  }();
+  if (refused && refused == desc->epilogue)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  Epilogue epilogue{desc->epilogue, desc->bias, desc->aux, desc->auxLd};
+  bool hasBias = epilogue.addsBias() || epilogue.biasGrad();
+  bool hasAux = epilogue.writesAux() || epilogue.readsAux();
+  if (!algo || (hasBias && !desc->bias) || (hasAux && !desc->aux))
     return CUBLAS_STATUS_INVALID_VALUE;
   const void *operands[] = {A, B, C, D};
   for (int i = 0; i < 4; ++i)
@@ -392,10 +471,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (!inDevice(A, k ? ma.extent() : 0, call, "A") || !inDevice(B, k ? mb.extent() : 0, call, "B") ||
       !inDevice(D, md.extent(), call, "D") ||
       (scaleC != 0.0f && !inDevice(C, mc.extent(), call, "C")) ||
-      (hasBias && !inDevice(desc->bias, m * elementBytes(d->type), call, "the bias")) ||
+      (hasBias &&
+       !inDevice(desc->bias,
+                 (desc->epilogue == CUBLASLT_EPILOGUE_BGRADB ? n : m) * elementBytes(d->type), call,
+                 "the bias")) ||
+      (hasAux && !inDevice(desc->aux, Matrix{desc->aux, d->type, m, n, desc->auxLd}.extent(), call,
+                           "the aux")) ||
       (workspaceBytes && !inDevice(workspace, workspaceBytes, call, "the workspace")))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  gemm(ta, tb, m, n, k, scaleA, ma, mb, scaleC, mc, D, d->type, d->ld, desc->epilogue,
-       desc->bias);
+  gemm(ta, tb, m, n, k, scaleA, ma, mb, scaleC, mc, D, d->type, d->ld, epilogue);
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -306,7 +306,70 @@ LogicalResult LinearOp::verify() {
   if (result.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result " << result << " must have shape "
                          << RankedTensorType::get(expected, input.getElementType());
+  if (Value preactivation = getPreactivation()) {
+    if (!getGelu())
+      return emitOpError() << "has a preactivation result only with the GELU";
+    if (preactivation.getType() != result)
+      return emitOpError() << "preactivation " << preactivation.getType()
+                           << " must have the result's type " << result;
+  }
   return success();
+}
+
+/// A bias gradient: `n` elements of `element`, in any shape (the kept or
+/// dropped dimensions of the graph.reduce_sum it replaces).
+static LogicalResult verifyBiasGrad(Operation *op, Value biasGrad, int64_t n, Type element) {
+  auto type = cast<RankedTensorType>(biasGrad.getType());
+  if (type.getElementType() != element || type.getNumElements() != n)
+    return op->emitOpError() << "bias gradient " << type << " must have " << n << " elements of "
+                             << element;
+  return success();
+}
+
+/// exec.matmul_gelu_grad: grad [..., M, K] of rank 2 or more, weight [K, N]
+/// ([N, K] with transpose_rhs), preactivation [..., M, N], one element type.
+LogicalResult MatmulGeluGradOp::verify() {
+  auto grad = getGrad().getType(), weight = getWeight().getType(),
+       preactivation = getPreactivation().getType(), result = getResult().getType();
+  for (RankedTensorType type : {weight, preactivation, result})
+    if (type.getElementType() != grad.getElementType())
+      return emitOpError() << "operands and results must have one element type, got "
+                           << grad.getElementType() << " and " << type.getElementType();
+  if (grad.getRank() < 2 || weight.getRank() != 2)
+    return emitOpError() << "needs a gradient of rank 2 or more and a rank-2 weight, got " << grad
+                         << " and " << weight;
+  int64_t k = grad.getShape().back(), weightK = weight.getDimSize(getTransposeRhs() ? 1 : 0);
+  int64_t n = weight.getDimSize(getTransposeRhs() ? 0 : 1);
+  if (weightK != k)
+    return emitOpError() << "contracts " << k << " gradient columns with " << weightK
+                         << " weight rows";
+  SmallVector<int64_t> expected(grad.getShape());
+  expected.back() = n;
+  if (preactivation.getShape() != ArrayRef<int64_t>(expected) || result != preactivation)
+    return emitOpError() << "preactivation " << preactivation << " and result " << result
+                         << " must have shape "
+                         << RankedTensorType::get(expected, grad.getElementType());
+  if (Value biasGrad = getBiasGrad())
+    return verifyBiasGrad(*this, biasGrad, n, grad.getElementType());
+  return success();
+}
+
+/// exec.matmul_bias_grad: input [T, K] and grad [T, N] make result [K, N]
+/// and a bias gradient of N elements, one element type.
+LogicalResult MatmulBiasGradOp::verify() {
+  auto input = getInput().getType(), grad = getGrad().getType(), result = getResult().getType();
+  if (input.getRank() != 2 || grad.getRank() != 2 || input.getDimSize(0) != grad.getDimSize(0))
+    return emitOpError() << "needs rank-2 input and gradient with the same rows, got " << input
+                         << " and " << grad;
+  for (RankedTensorType type : {grad, result})
+    if (type.getElementType() != input.getElementType())
+      return emitOpError() << "operands and results must have one element type, got "
+                           << input.getElementType() << " and " << type.getElementType();
+  auto expected =
+      RankedTensorType::get({input.getDimSize(1), grad.getDimSize(1)}, input.getElementType());
+  if (result != expected)
+    return emitOpError() << "result " << result << " must be " << expected;
+  return verifyBiasGrad(*this, getBiasGrad(), grad.getDimSize(1), input.getElementType());
 }
 
 /// exec.causal_matmul: graph.matmul's shape rule (matmulShape), one element

@@ -272,21 +272,83 @@ def Exec_LinearOp : Exec_Op<"linear", [Pure]> {
     memory. On the CPU the bits are those of the ops one after the other in
     f32; a bf16 result is rounded once, not after each op.
 
+    With the GELU, a second result `preactivation` is the sum before the
+    GELU (`matmul(input, weight) + bias`, which a training step's
+    `graph.gelu_grad` reads): written by the same epilogue (cuBLASLt's
+    `GELU_AUX_BIAS`), where the unfused ops write it and then read it again.
+
     ```mlir
     %h = exec.linear %x, %w, %b gelu
         : (tensor<2x8x16xf32>, tensor<16x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
     %y = exec.linear %h, %w2, %b2 residual %r
         : (tensor<2x8x64xf32>, tensor<64x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
         -> tensor<2x8x16xf32>
+    %a, %pre = exec.linear %x, %w, %b gelu
+        : (tensor<2x8x16xf32>, tensor<16x64xf32>, tensor<64xf32>)
+        -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
     ```
   }];
   let arguments = (ins Exec_FloatTensor:$input, Exec_FloatTensor:$weight,
                        Exec_FloatTensor:$bias, Optional<Exec_FloatTensor>:$residual,
                        UnitAttr:$transpose_rhs, UnitAttr:$gelu);
-  let results = (outs Exec_FloatTensor:$result);
+  let results = (outs Exec_FloatTensor:$result, Optional<Exec_FloatTensor>:$preactivation);
   let assemblyFormat = [{
     $input `,` $weight `,` $bias (`residual` $residual^)? (`transpose_rhs` $transpose_rhs^)?
     (`gelu` $gelu^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_MatmulGeluGradOp : Exec_Op<"matmul_gelu_grad", [Pure]> {
+  let summary = "a linear layer's input gradient through the GELU before it, and that layer's "
+                "bias gradient, in the GEMM's epilogue (--exec-fuse)";
+  let description = [{
+    `gelu_grad(preactivation, matmul(grad, weight))`: what `graph.matmul`
+    by a shared `[K, N]` weight (`[N, K]` with `transpose_rhs`) and
+    `graph.gelu_grad` compute one after the other, the backward of a linear
+    layer whose input is a GELU of `preactivation` (the MLP's second layer).
+    With a second result `bias_grad`, also the sums of the result over all
+    its axes but the last: the gradient of the bias added before the GELU
+    (`graph.reduce_sum`, its dimensions kept or not as the result's type
+    says). On the GPU, cuBLASLt's `DGELU_BGRAD` (or `DGELU`) epilogue; on
+    the CPU, the bits of the ops one after the other in f32, a bf16 result
+    rounded once and the bias gradient summed before that rounding.
+
+    ```mlir
+    %dpre, %db = exec.matmul_gelu_grad %dy, %w2, %pre transpose_rhs
+        : (tensor<2x8x16xf32>, tensor<64x16xf32>, tensor<2x8x64xf32>)
+        -> (tensor<2x8x64xf32>, tensor<1x1x64xf32>)
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$grad, Exec_FloatTensor:$weight,
+                       Exec_FloatTensor:$preactivation, UnitAttr:$transpose_rhs);
+  let results = (outs Exec_FloatTensor:$result, Optional<Exec_FloatTensor>:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $weight `,` $preactivation (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_MatmulBiasGradOp : Exec_Op<"matmul_bias_grad", [Pure]> {
+  let summary = "a linear layer's weight gradient and bias gradient in one GEMM (--exec-fuse)";
+  let description = [{
+    `matmul(input, grad)` with `input` transposed, `[T, K]^T [T, N]`, the
+    weight gradient of a linear layer, and as a second result the sums of
+    `grad`'s rows, the gradient of its bias (`graph.reduce_sum` of the
+    gradient before it was reshaped to `[T, N]`, of any shape with `N`
+    elements). On the GPU, cuBLASLt's `BGRADA` epilogue sums the rows as it
+    reads them for the product; on the CPU, the bits of the two ops.
+
+    ```mlir
+    %dw, %db = exec.matmul_bias_grad %x, %dy
+        : (tensor<16x64xf32>, tensor<16x32xf32>) -> (tensor<64x32xf32>, tensor<1x1x32xf32>)
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$input, Exec_FloatTensor:$grad);
+  let results = (outs Exec_FloatTensor:$result, Exec_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $grad attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -246,6 +246,64 @@ func.func @linear_type() {
 // -----
 
 sbp.mesh @m axes ["a"] shape [2]
+func.func @linear_preactivation() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 3] [B] : tensor<8x3xf32>
+  %b = exec.load "param" "b" global [3] [B] : tensor<3xf32>
+  // expected-error @+1 {{'exec.linear' op has a preactivation result only with the GELU}}
+  %y, %p = exec.linear %x, %w, %b : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @matmul_gelu_grad_shape() {
+  %g = exec.load "input" "g" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [3, 8] [B] : tensor<3x8xf32>
+  %p = exec.load "input" "p" global [4, 8] [B] : tensor<4x8xf32>
+  // expected-error @+1 {{'exec.matmul_gelu_grad' op preactivation 'tensor<4x8xf32>' and result 'tensor<4x8xf32>' must have shape 'tensor<4x3xf32>'}}
+  %d = exec.matmul_gelu_grad %g, %w, %p transpose_rhs : (tensor<4x8xf32>, tensor<3x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @matmul_gelu_grad_bias() {
+  %g = exec.load "input" "g" global [4, 8] [B] : tensor<4x8xf32>
+  %w = exec.load "param" "w" global [8, 3] [B] : tensor<8x3xf32>
+  %p = exec.load "input" "p" global [4, 3] [B] : tensor<4x3xf32>
+  // expected-error @+1 {{'exec.matmul_gelu_grad' op bias gradient 'tensor<1x4xf32>' must have 3 elements of 'f32'}}
+  %d, %db = exec.matmul_gelu_grad %g, %w, %p : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<1x4xf32>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @matmul_bias_grad_rows() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %g = exec.load "input" "g" global [6, 3] [B] : tensor<6x3xf32>
+  // expected-error @+1 {{'exec.matmul_bias_grad' op needs rank-2 input and gradient with the same rows, got 'tensor<4x8xf32>' and 'tensor<6x3xf32>'}}
+  %dw, %db = exec.matmul_bias_grad %x, %g : (tensor<4x8xf32>, tensor<6x3xf32>) -> (tensor<8x3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @matmul_bias_grad_result() {
+  %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
+  %g = exec.load "input" "g" global [4, 3] [B] : tensor<4x3xf32>
+  // expected-error @+1 {{'exec.matmul_bias_grad' op result 'tensor<3x8xf32>' must be 'tensor<8x3xf32>'}}
+  %dw, %db = exec.matmul_bias_grad %x, %g : (tensor<4x8xf32>, tensor<4x3xf32>) -> (tensor<3x8xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
 func.func @causal_matmul_kind() {
   %x = exec.load "input" "x" global [2, 4, 4] [B] : tensor<2x4x4xf32>
   // expected-error @+1 {{'exec.causal_matmul' op needs exactly one of lower_lhs and lower_result}}

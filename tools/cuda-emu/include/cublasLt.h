@@ -1,6 +1,7 @@
 // The CUDA emulator's cuBLASLt: matmul descriptors, matrix layouts,
 // preferences, the heuristic and cublasLtMatmul with the bias and GELU
-// epilogues, on the host, with cuBLASLt's argument checks.
+// epilogues, the GELU's with its input kept (aux) and its gradient, and the
+// bias gradients, on the host, with cuBLASLt's argument checks.
 #pragma once
 
 #include <cublas_v2.h>
@@ -33,6 +34,12 @@ typedef enum {
   CUBLASLT_EPILOGUE_RELU_BIAS = 6,
   CUBLASLT_EPILOGUE_GELU = 32,
   CUBLASLT_EPILOGUE_GELU_BIAS = 36,
+  CUBLASLT_EPILOGUE_GELU_AUX = 160,
+  CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+  CUBLASLT_EPILOGUE_DGELU = 192,
+  CUBLASLT_EPILOGUE_DGELU_BGRAD = 208,
+  CUBLASLT_EPILOGUE_BGRADA = 256,
+  CUBLASLT_EPILOGUE_BGRADB = 512,
 } cublasLtEpilogue_t;
 
 typedef enum {
@@ -40,6 +47,8 @@ typedef enum {
   CUBLASLT_MATMUL_DESC_TRANSB = 4,
   CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
