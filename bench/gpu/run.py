@@ -15,7 +15,9 @@ training step):
   stores; loading and storing excluded), the median over the runs after
   the first. The host's clock over the same spans (`compute_seconds`,
   which adds the wait for the last kernel to each) goes into bench.json as
-  sbpc_wall_seconds;
+  sbpc_wall_seconds; the bf16 forward once more compiled with
+  `--fused-attention=false` (the row "sbpc (attention unfused)": attention
+  as scores, softmax and a second product, beside flash attention);
 - PyTorch eager and `torch.compile`: the same model written here (pre-LN
   blocks, causal attention, tanh GELU, tied head) on the same parameters,
   timed with CUDA events over the same number of runs after warm-up; bf16
@@ -184,12 +186,17 @@ def gemm_model(T, K, N, epilogue):
     return "\n".join(lines) + "\n"
 
 
-def compile_program(args, model, out, precision, train=False):
+# Programs compiled a second way, beside the default, and what sets them
+# apart: (workload, precision, compile flags, the variant's name).
+VARIANTS = [("forward", "bf16", ["--fused-attention=false"], "attention unfused")]
+
+
+def compile_program(args, model, out, precision, train=False, flags=()):
     print(f"bench/gpu: compiling {os.path.basename(out)}", file=sys.stderr, flush=True)
     run([args.sbpc, "compile", model, "--mesh", "x=1", "--strategy", "dp", "--target",
          args.target, *(["--cuda-arch", args.cuda_arch] if args.target == "cuda" else []),
          "--precision", precision, *(["--train", "--optimizer", "adamw"] if train else []),
-         "-o", out])
+         *flags, "-o", out])
 
 
 def prepare(args, spec_names, gemm_names, precisions):
@@ -212,6 +219,14 @@ def prepare(args, spec_names, gemm_names, precisions):
                 compile_program(args, model, os.path.join(args.prepare, out), precision, train)
                 programs.append({"model": name, "workload": workload, "precision": precision,
                                  "dir": out})
+                for kind, where, flags, variant in VARIANTS:
+                    if (kind, where) == (workload, precision):
+                        other = out + "-" + variant.replace(" ", "-")
+                        compile_program(args, model, os.path.join(args.prepare, other),
+                                        precision, train, flags)
+                        programs.append({"model": name, "workload": workload,
+                                         "precision": precision, "variant": variant,
+                                         "dir": other})
         os.remove(model)
     tokens = args.batch * args.seq
     for name in gemm_names:
@@ -441,6 +456,8 @@ def measure(args, peaks, name):
         print(f"bench/gpu: GPT-2 {model} {what} {precision} ...", file=sys.stderr, flush=True)
         rec = {"model": model, "workload": workload, "precision": precision, **spec,
                "batch": batch, "seq": seq}
+        if "variant" in entry:
+            rec["variant"] = entry["variant"]
         program = os.path.join(args.programs, entry["dir"])
         params = draw_params(program, seed=1)
         params_path = os.path.join(args.workdir, "params.safetensors")
@@ -465,7 +482,9 @@ def measure(args, peaks, name):
                 rec["sbpc_ops"] = sbpc_op_profile(args, program, params_path, inputs)
             except RuntimeError as e:
                 rec["sbpc_ops_missing"] = str(e)
-        if args.sbpc_only:
+        if "variant" in entry:  # sbpc's other way: PyTorch is in the default's rows
+            others = {}
+        elif args.sbpc_only:
             others = {k: "not run (--sbpc-only)"
                       for k in (("cublas",) if workload == "gemm" else ("eager", "compile"))}
         elif workload == "gemm":
@@ -495,7 +514,8 @@ def model_table(records, peaks):
             continue
         head = f"| {r['model']} | {r['workload']} | {r['precision']}"
         peak = peaks.get(r["precision"])
-        for system, key in (("sbpc", "sbpc"), ("PyTorch eager", "torch_eager"),
+        sbpc = f"sbpc ({r['variant']})" if "variant" in r else "sbpc"
+        for system, key in ((sbpc, "sbpc"), ("PyTorch eager", "torch_eager"),
                             ("torch.compile", "torch_compile")):
             seconds = r.get(key + "_seconds")
             if key == "sbpc" and "error" in r:
@@ -548,7 +568,8 @@ def model_gemm_table(records):
             "|---|---|---:|---:|---:|---:|"]
     for r in records:
         ops = r.get("sbpc_ops", {})
-        if r["workload"] != "forward" or "exec.linear" not in ops.get("seconds", {}):
+        if (r["workload"] != "forward" or "variant" in r
+                or "exec.linear" not in ops.get("seconds", {})):
             continue
         layers = {g["layer"]: g for g in records
                   if g["workload"] == "gemm" and g["model"] == r["model"]
@@ -583,6 +604,7 @@ def ops_table(records, top=6):
         kinds = r.get("sbpc_ops", {}).get("seconds", {})
         total = sum(kinds.values())
         what = r.get("layer", r["workload"]) + (" (matmul)" if r.get("epilogue") == "matmul" else "")
+        what += f" ({r['variant']})" if "variant" in r else ""
         for kind, seconds in sorted(kinds.items(), key=lambda kv: -kv[1])[:top]:
             rows.append(f"| {r['model']} | {what} | {r['precision']} | {kind} | "
                         f"{1e3 * seconds:.3f} | {100 * seconds / total:.1f}% |")
@@ -597,7 +619,8 @@ def largest_ops_table(records, top=8):
         if r["workload"] == "gemm":
             continue
         for op in r.get("sbpc_ops", {}).get("largest", [])[:top]:
-            rows.append(f"| {r['model']} | {r['workload']} | {r['precision']} | {op['op']} | "
+            what = r["workload"] + (f" ({r['variant']})" if "variant" in r else "")
+            rows.append(f"| {r['model']} | {what} | {r['precision']} | {op['op']} | "
                         f"{op.get('shapes', '?')} | {1e3 * op['seconds']:.3f} |")
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""
 

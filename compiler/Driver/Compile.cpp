@@ -212,6 +212,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     target.kind = command.target == "cuda" ? TargetKind::Cuda : TargetKind::Cpu;
     target.cudaArch = command.cudaArch;
     target.bf16 = command.precision == "bf16";
+    target.fusedAttention = command.fusedAttention;
     if (failed(buildTarget(*module, command.cluster, target, command.outputDir, report)))
       return failure();
   }

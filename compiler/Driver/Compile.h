@@ -28,6 +28,7 @@ struct CompileCommand {
   std::string recompute = "none"; // none | full | selective (--graph-autodiff)
   std::string cudaArch = "sm_90"; // --target cuda: nvcc's -arch
   std::string precision = "f32";  // f32 | bf16 (--exec-bf16 on the rank programs)
+  bool fusedAttention = true;     // bf16 attention as exec.attention (--exec-fuse)
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

@@ -330,6 +330,14 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
                            shape(o.getResult())));
         return success();
       })
+      .Case([&](ex::AttentionOp o) {
+        line(llvm::formatv("kernels::attentionOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+                           ref(o.getQuery()), shape(o.getQuery()), ref(o.getKey()),
+                           shape(o.getKey()), ref(o.getValue()), shape(o.getValue()),
+                           refOrNull(o.getScale(), o.getQuery()), o.getCausal() ? "true" : "false",
+                           ref(o.getResult())));
+        return success();
+      })
       .Case([&](ex::SoftmaxGradOp o) {
         line(llvm::formatv("kernels::scaledSoftmaxGrad({0}, {1}, {2}, {3}, {4}, {5});",
                            ref(o.getProbs()), ref(o.getGrad()),

@@ -217,7 +217,9 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
   pm.addPass(sbp::createSbpSpmdize(spmdize));
   if (options.bf16)
     pm.addPass(exec::createExecBf16());
-  pm.addPass(exec::createExecFuse());
+  exec::ExecFuseOptions fuse;
+  fuse.attention = options.fusedAttention;
+  pm.addPass(exec::createExecFuse(fuse));
   pm.addPass(exec::createExecPlanMemory());
   if (failed(pm.run(module)))
     return failure();

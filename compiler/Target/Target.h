@@ -18,6 +18,8 @@ struct TargetOptions {
   std::string cudaArch = "sm_90";
   /// --precision bf16: the programs compute in bf16 (--exec-bf16).
   bool bf16 = false;
+  /// --fused-attention: bf16 attention as exec.attention (--exec-fuse).
+  bool fusedAttention = true;
 };
 
 /// Lowers `module` (layouts and boxings explicit) to exec programs, plans

@@ -352,6 +352,45 @@ void fuseResidual(graph::AddOp add) {
   }
 }
 
+/// The head widths exec.attention's GPU kernel takes: even, up to 128.
+bool attentionWidth(int64_t d) { return d > 0 && d % 2 == 0 && d <= 128; }
+
+/// matmul(softmax(matmul(q, k^T)), v), the softmax an exec.softmax (its
+/// scale and mask) or a graph.softmax over the last axis, in bf16, into
+/// exec.attention: the scores' product used only by the softmax, the
+/// probabilities only by the product by v, q, k and v of the scores' rank
+/// (batched alike), the head's width one the GPU kernel has
+/// (attentionWidth) and v's the same.
+void fuseAttention(Operation *softmax, Value scale, bool causal) {
+  Block *block = softmax->getBlock();
+  auto scores = soleProducer<graph::MatmulOp>(softmax->getOperand(0), block);
+  Value probs = softmax->getResult(0);
+  if (!scores || scores.getTransposeLhs() || !scores.getTransposeRhs() || !probs.hasOneUse())
+    return;
+  auto product = dyn_cast<graph::MatmulOp>(*probs.user_begin());
+  if (!product || product->getBlock() != block || product.getLhs() != probs ||
+      product.getTransposeLhs() || product.getTransposeRhs())
+    return;
+  Value q = scores.getLhs(), k = scores.getRhs(), v = product.getRhs();
+  auto type = cast<RankedTensorType>(probs.getType());
+  int64_t rank = type.getRank();
+  for (Value operand : {q, k, v})
+    if (cast<RankedTensorType>(operand.getType()).getRank() != rank)
+      return;
+  int64_t d = cast<RankedTensorType>(q.getType()).getShape().back();
+  int64_t dv = cast<RankedTensorType>(v.getType()).getShape().back();
+  if (!type.getElementType().isBF16() || rank < 3 || !attentionWidth(d) || dv != d)
+    return;
+  OpBuilder b(product);
+  auto attention =
+      b.create<exec::AttentionOp>(product.getLoc(), product.getType(), q, k, v, scale, causal);
+  attention->setDiscardableAttrs(product->getDiscardableAttrDictionary());
+  product.getResult().replaceAllUsesWith(attention.getResult());
+  product->erase();
+  softmax->erase();
+  scores->erase();
+}
+
 /// Whether `reduce` sums `value` over every axis but the last: a bias's
 /// gradient.
 bool sumsAllButLast(graph::ReduceSumOp reduce, Value value) {
@@ -512,6 +551,7 @@ void fuseCausalMatmul(graph::MatmulOp matmul) {
 
 class ExecFusePass : public exec::impl::ExecFuseBase<ExecFusePass> {
 public:
+  using ExecFuseBase::ExecFuseBase;
   void runOnOperation() override {
     for (auto program : getOperation().getOps<func::FuncOp>()) {
       if (!exec::isProgram(program))
@@ -545,6 +585,17 @@ public:
       SmallVector<graph::SoftmaxOp> softmaxes(program.getOps<graph::SoftmaxOp>());
       for (graph::SoftmaxOp softmax : softmaxes)
         fuseSoftmax(softmax);
+      // Attention whose probabilities nothing else reads (inference, or a
+      // training step's forward that recomputes them for the backward).
+      if (attention) {
+        SmallVector<exec::SoftmaxOp> fused(program.getOps<exec::SoftmaxOp>());
+        for (exec::SoftmaxOp softmax : fused)
+          fuseAttention(softmax, softmax.getScale(), softmax.getCausal());
+        SmallVector<graph::SoftmaxOp> plain(program.getOps<graph::SoftmaxOp>());
+        for (graph::SoftmaxOp softmax : plain)
+          if (overLastAxis(softmax.getInput(), softmax.getAxis()))
+            fuseAttention(softmax, Value(), false);
+      }
       SmallVector<Operation *> gradRoots;
       for (Operation &op : program.getBody().front())
         if (isa<graph::MulOp, graph::CausalMaskGradOp>(op))

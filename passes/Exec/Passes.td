@@ -97,7 +97,13 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     `graph.softmax_grad` over the last axis followed by
     `graph.causal_mask_grad` or a mul by a scale or both becomes one
     `exec.softmax_grad`. Attention's scores are then read once and written
-    once each way instead of three times. Then a `graph.matmul` by a
+    once each way instead of three times. In bf16 (with `attention`, the
+    default), an `exec.softmax` (or a `graph.softmax` over the last axis)
+    of `graph.matmul(q, k)` with `k` transposed whose probabilities only
+    `graph.matmul(p, v)` reads, each product batched over the same leading
+    dimensions, the head's width even and at most 128 and v's the same,
+    becomes one `exec.attention`: the scores never reach memory (flash
+    attention on the GPU). Then a `graph.matmul` by a
     causal `exec.softmax`'s or `exec.softmax_grad`'s result (0 above the
     diagonal: `p v`, `p^T dO`, `ds k`, `ds^T q`) becomes an
     `exec.causal_matmul ... lower_lhs`, and one whose result only causal
@@ -126,6 +132,10 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "bf16 attention (scores, softmax, product by the values) into exec.attention">,
+  ];
   let dependentDialects = ["::sbpc::exec::ExecDialect"];
 }
 

@@ -280,6 +280,24 @@ void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
 }
 
 template <typename T>
+void attention(const T *q, const T *k, const T *v, const T *scale, bool causal, T *out,
+               int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dv) {
+  std::vector<float> scores(s * t), result(s * dv);
+  float factor = scale ? static_cast<float>(*scale) : 1.0f;
+  for (int64_t b = 0; b < batch; ++b) {
+    productF32(q + b * s * d, k + b * t * d, scores.data(), s, t, d, false, true);
+    scaledSoftmax(scores.data(), scale ? &factor : nullptr, causal, scores.data(), {s, t});
+    if constexpr (std::is_same_v<T, float>) {
+      productF32(scores.data(), v + b * t * dv, result.data(), s, dv, t, false, false);
+    } else {
+      std::vector<float> values(v + b * t * dv, v + (b + 1) * t * dv);
+      productF32(scores.data(), values.data(), result.data(), s, dv, t, false, false);
+    }
+    std::copy(result.begin(), result.end(), out + b * s * dv);
+  }
+}
+
+template <typename T>
 void layerNorm(const T *in, const T *scale, const T *bias, T *out, int64_t rows,
                int64_t width, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -562,6 +580,8 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
   template void reduce(ReduceKind, const T *, const Shape &, const std::vector<int64_t> &, T *);   \
   template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \
   template void scaledSoftmax(const T *, const T *, bool, T *, const Shape &);                 \
+  template void attention(const T *, const T *, const T *, const T *, bool, T *, int64_t,      \
+                          int64_t, int64_t, int64_t, int64_t);                 \
   template void layerNorm(const T *, const T *, const T *, T *, int64_t, int64_t, float);      \
   template void transpose(const T *, const Shape &, const std::vector<int64_t> &, T *);        \
   template bool embedding(const T *, int64_t, int64_t, const int64_t *, int64_t, T *,          \

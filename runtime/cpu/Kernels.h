@@ -60,6 +60,15 @@ template <typename T>
 void matmulBiasGrad(const T *x, const T *dy, T *dw, T *biasGrad, int64_t rows, int64_t k,
                     int64_t n);
 
+/// exec.attention: for each of `batch` entries, out[s, dv] = softmax of
+/// the scaled (when `scale` is not null), causally masked (when `causal`)
+/// scores q[s, d] k[t, d]^T, times v[t, dv]: the products and the softmax
+/// in f32 (the bits of matmul, scaledSoftmax and matmul on f32 values),
+/// the result rounded once.
+template <typename T>
+void attention(const T *q, const T *k, const T *v, const T *scale, bool causal, T *out,
+               int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dv);
+
 /// Reduces the listed (ascending) dimensions; `out` has the kept dimensions in order.
 template <typename T>
 void reduce(ReduceKind kind, const T *in, const Shape &shape, const std::vector<int64_t> &dims,

@@ -91,6 +91,17 @@ void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape 
   matmulBiasGrad(x, dy, dw, biasGrad, xShape[0], xShape[1], dyShape[1]);
 }
 
+/// exec.attention over the trailing matrices of q [..., S, D], k [..., T, D]
+/// and v [..., T, Dv].
+template <typename T>
+void attentionOp(const T *q, const Shape &qShape, const T *k, const Shape &kShape, const T *v,
+                 const Shape &vShape, const T *scale, bool causal, T *out) {
+  size_t r = qShape.size();
+  int64_t s = qShape[r - 2], d = qShape[r - 1], t = kShape[r - 2], dv = vShape[r - 1];
+  int64_t batch = s > 0 && d > 0 ? sbprt::numElements(qShape) / (s * d) : 0;
+  attention(q, k, v, scale, causal, out, batch, s, t, d, dv);
+}
+
 /// graph.layer_norm over the last dimension of `shape`.
 template <typename T>
 void layerNormOp(const T *x, const T *scale, const T *bias, T *y, const Shape &shape, float eps) {

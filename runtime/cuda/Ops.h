@@ -62,6 +62,12 @@ void matmulGeluGradOp(const T *g, const Shape &gShape, const T *w, const T *pre,
 template <typename T>
 void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape, T *dw,
                       T *biasGrad);
+/// exec.attention: flash attention on tensor cores, bf16 only (heads of an
+/// even width up to 128, as --exec-fuse makes them); anything else ends
+/// the job.
+template <typename T>
+void attentionOp(const T *q, const Shape &qShape, const T *k, const Shape &kShape, const T *v,
+                 const Shape &vShape, const T *scale, bool causal, T *out);
 template <typename T>
 void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax);
 template <typename T>

@@ -391,6 +391,32 @@ def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False, res
     return make
 
 
+def attention(lead, s, t, d, causal=True, scale=None):
+    """softmax(causal_mask(q @ k^T * scale)) @ v over the trailing matrices
+    (the mask and the scale when asked): in bf16, one exec.attention of
+    the compiled program (flash attention on the GPU), in f32 the ops."""
+    def make(rng):
+        q, k, v = uni(rng, (*lead, s, d)), uni(rng, (*lead, t, d)), uni(rng, (*lead, t, d))
+        scores = f64(q) @ np.swapaxes(f64(k), -1, -2)
+        scores = scores * scale if scale is not None else scores
+        probs = softmax(causal_mask_ref(scores) if causal else scores, len(lead) + 1)
+        want = probs @ f64(v)
+        sc = np.zeros((*lead, s, t), np.float32)
+        inputs, body = {"q": q, "k": k, "v": v}, [
+            f"%0 = graph.matmul %q, %k transpose_rhs : {sig([q, k], sc)}"]
+        if scale is not None:
+            inputs["s"] = np.array(scale, dtype=np.float32)
+            body.append(f"%z = graph.mul %0, %s : {sig([sc, inputs['s']], sc)}")
+        last = "%z" if scale is not None else "%0"
+        if causal:
+            body.append(f"%1 = graph.causal_mask {last} : {T(sc)}")
+            last = "%1"
+        body += [f"%p = graph.softmax {last} axis = {len(lead) + 1} : {T(sc)}",
+                 f"%r = graph.matmul %p, %v : {sig([sc, v], want)}"]
+        return inputs, body, want, RTOL_MATMUL
+    return make
+
+
 def linear_keeping_sum(lead, k, n):
     """gelu(x @ w + b) and the sum before the GELU, both outputs (as a
     training step keeps it for gelu_grad): one exec.linear with its
@@ -729,6 +755,12 @@ CASES = [
     ("fused: linear + bias + residual", linear((2, 3), 8, 16, residual=True)),
     ("fused: linear + bias + residual, transpose_rhs", linear((6,), 8, 5, transposed=True,
                                                               residual=True)),
+    ("fused: causal attention, scaled, heads of 16", attention((2, 2), 20, 20, 16, scale=0.25)),
+    ("fused: causal attention over 80 queries", attention((3,), 80, 80, 32, scale=-0.7)),
+    ("fused: attention, 5 queries, 70 keys, heads of 64", attention((2,), 5, 70, 64,
+                                                                   causal=False, scale=0.125)),
+    ("fused: attention, no mask, no scale, heads of 24", attention((2, 1), 3, 9, 24,
+                                                                   causal=False)),
     ("fused: linear + bias + gelu, the sum kept", linear_keeping_sum((2, 3), 8, 16)),
     ("fused: linear + bias + gelu, the sum kept, N of 5", linear_keeping_sum((6,), 8, 5)),
     ("fused: gelu_grad of a product, and the bias gradient",

@@ -59,7 +59,13 @@ FULL = [
                        "--norm-rtol", "6.25e-2", "--cases", "dp@x=1", "dp-tp@dp=2,tp=2"]),
     ("train_suite.py", ["--model", "gpt", "--batch", "8", "--optimizer", "sgd", "--lr", "0.05",
                         "--momentum", "0.9", "--rtol", "0.125", "--norm-rtol", "6.25e-2", "--cases",
-                        "dp@x=2:zero=1:micro-batches=4:precision=bf16"]),
+                        "dp@x=2:zero=1:micro-batches=4:precision=bf16",
+                        "dp@x=1:recompute=selective:precision=bf16"]),
+    # The forward alone in bf16: its attention one exec.attention (flash
+    # attention on tensor cores), as a training step's forward is under
+    # selective recomputation (above).
+    ("spmd_suite.py", ["--model", "gpt", "--precision", "bf16", "--rtol", "0.125",
+                       "--norm-rtol", "6.25e-2", "--cases", "dp@x=1", "tp@x=2"]),
     # Every op and fused chain alone, at the widths that choose between the
     # kernels' paths: one program of all of them, in f32 and in bf16 (a
     # single op rounds little: 8 roundings bound it).

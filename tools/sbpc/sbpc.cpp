@@ -177,6 +177,12 @@ static cl::opt<std::string>
                               "compute so"),
                      cl::init("f32"), cl::value_desc("f32|bf16"), cl::sub(compileCommand),
                      cl::cat(compileCategory));
+static cl::opt<bool> compileFusedAttention(
+    "fused-attention",
+    cl::desc("With --precision bf16 and --target: attention's scores, softmax and product by "
+             "the values as one op, the scores never in memory (flash attention on the GPU; "
+             "heads of an even width up to 128). On by default; =false keeps them apart"),
+    cl::init(true), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
                                   cl::desc("Compile one training step: the loss's gradients "
                                            "and an optimizer update of every parameter"),
@@ -310,7 +316,7 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                                 compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
                                 compileLr, compileMomentum, compileWeightDecay, compileEps,
                                 compileZero, compileMicroBatches, compileRecompute,
-                                compileCudaArch, compilePrecision});
+                                compileCudaArch, compilePrecision, compileFusedAttention});
 }
 
 int main(int argc, char **argv) {

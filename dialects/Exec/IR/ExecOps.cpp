@@ -431,5 +431,40 @@ LogicalResult SoftmaxGradOp::verify() {
   return verifyScores(*this, getProbs().getType(), getCausal());
 }
 
+/// exec.attention: query [..., S, D], key [..., T, D], value [..., T, Dv]
+/// and result [..., S, Dv] with the same leading dimensions, one element
+/// type (the scale's too); S = T under the causal mask.
+LogicalResult AttentionOp::verify() {
+  auto query = getQuery().getType(), key = getKey().getType(), value = getValue().getType(),
+       result = getResult().getType();
+  for (RankedTensorType type : {key, value, result})
+    if (type.getElementType() != query.getElementType())
+      return emitOpError() << "operands and result must have one element type, got "
+                           << query.getElementType() << " and " << type.getElementType();
+  if (failed(verifyScale(*this, getScale(), query)))
+    return failure();
+  int64_t rank = query.getRank();
+  if (rank < 2 || key.getRank() != rank || value.getRank() != rank || result.getRank() != rank ||
+      query.getShape().drop_back(2) != key.getShape().drop_back(2) ||
+      query.getShape().drop_back(2) != value.getShape().drop_back(2))
+    return emitOpError() << "needs query, key and value of one rank (2 or more) and the same "
+                            "leading dimensions, got "
+                         << query << ", " << key << " and " << value;
+  int64_t s = query.getDimSize(rank - 2), d = query.getDimSize(rank - 1);
+  int64_t t = key.getDimSize(rank - 2), dv = value.getDimSize(rank - 1);
+  if (key.getDimSize(rank - 1) != d || value.getDimSize(rank - 2) != t)
+    return emitOpError() << "needs keys of the queries' width and a value per key, got " << query
+                         << ", " << key << " and " << value;
+  SmallVector<int64_t> expected(query.getShape());
+  expected.back() = dv;
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result " << result << " must have shape "
+                         << RankedTensorType::get(expected, query.getElementType());
+  if (getCausal() && s != t)
+    return emitOpError() << "with causal needs as many keys as queries, got " << s << " and "
+                         << t;
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Exec/IR/ExecOps.cpp.inc"

@@ -437,6 +437,39 @@ def Exec_SoftmaxGradOp
   let hasVerifier = 1;
 }
 
+def Exec_AttentionOp : Exec_Op<"attention", [Pure]> {
+  let summary = "attention's scores, scale, causal mask, softmax and product by the values in "
+                "one pass, the scores never in memory (--exec-fuse)";
+  let description = [{
+    `matmul(softmax(causal_mask(matmul(query, key^T) * scale)), value)`
+    over the trailing matrices (query `[..., S, D]`, key `[..., T, D]`,
+    value `[..., T, Dv]`, result `[..., S, Dv]`), the scale and the mask
+    each there when named (the mask on square scores, S = T): what
+    `graph.matmul` with `transpose_rhs`, `exec.softmax` and `graph.matmul`
+    compute one after the other, without writing the `[..., S, T]` scores
+    or probabilities anywhere. The GPU computes it tile by tile in bf16
+    on tensor cores (flash attention's online softmax: a running maximum
+    and sum per query row, the result rescaled as keys come), rounding the
+    probabilities to bf16 for their product by the values; the CPU
+    computes the three ops in f32 per batch entry and rounds the result
+    once.
+
+    ```mlir
+    %o = exec.attention %q, %k, %v scale %s causal
+        : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<bf16>)
+        -> tensor<2x4x8x16xbf16>
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$query, Exec_FloatTensor:$key, Exec_FloatTensor:$value,
+                       Optional<0DTensorOf<[F32, BF16]>>:$scale, UnitAttr:$causal);
+  let results = (outs Exec_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`scale` $scale^)? (`causal` $causal^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Exec_YieldOp : Exec_Op<"yield", [Terminator, HasParent<"FusedOp">]> {
   let summary = "the result of an exec.fused body";
   let arguments = (ins Exec_FloatTensor:$value);

@@ -304,6 +304,28 @@ func.func @matmul_bias_grad_result() {
 // -----
 
 sbp.mesh @m axes ["a"] shape [2]
+func.func @attention_causal() {
+  %q = exec.load "input" "q" global [2, 4, 8] [B] : tensor<2x4x8xbf16>
+  %k = exec.load "input" "k" global [2, 6, 8] [B] : tensor<2x6x8xbf16>
+  // expected-error @+1 {{'exec.attention' op with causal needs as many keys as queries, got 4 and 6}}
+  %o = exec.attention %q, %k, %k causal : (tensor<2x4x8xbf16>, tensor<2x6x8xbf16>, tensor<2x6x8xbf16>) -> tensor<2x4x8xbf16>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @attention_values() {
+  %q = exec.load "input" "q" global [2, 4, 8] [B] : tensor<2x4x8xbf16>
+  %v = exec.load "input" "v" global [2, 5, 8] [B] : tensor<2x5x8xbf16>
+  // expected-error @+1 {{'exec.attention' op needs keys of the queries' width and a value per key, got 'tensor<2x4x8xbf16>', 'tensor<2x4x8xbf16>' and 'tensor<2x5x8xbf16>'}}
+  %o = exec.attention %q, %q, %v : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x5x8xbf16>) -> tensor<2x4x8xbf16>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
 func.func @causal_matmul_kind() {
   %x = exec.load "input" "x" global [2, 4, 4] [B] : tensor<2x4x4xf32>
   // expected-error @+1 {{'exec.causal_matmul' op needs exactly one of lower_lhs and lower_result}}
