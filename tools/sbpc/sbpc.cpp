@@ -277,6 +277,9 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
     return sbpc::reportError("--cuda-arch applies to --target cuda");
   if (compilePrecision != "f32" && compilePrecision != "bf16")
     return sbpc::reportError("--precision must be f32 or bf16, got '" + compilePrecision + "'");
+  if (compileFusedAttention.getNumOccurrences() &&
+      (compilePrecision != "bf16" || compileTarget.empty()))
+    return sbpc::reportError("--fused-attention applies to --precision bf16 with --target");
   if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
     return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
   if (compileZero < 0 || compileZero > 3)
