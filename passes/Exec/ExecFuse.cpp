@@ -187,8 +187,10 @@ void fuseLinear(graph::AddOp add) {
     Operation *root = add;
     graph::GeluOp gelu;
     for (Operation *user : add->getUsers())
-      if ((gelu = dyn_cast<graph::GeluOp>(user)) && gelu->getBlock() == block)
+      if (auto found = dyn_cast<graph::GeluOp>(user); found && found->getBlock() == block) {
+        gelu = found;
         break;
+      }
     if (gelu)
       root = gelu;
     bool keepSum = gelu && !add->hasOneUse();

@@ -81,6 +81,8 @@ __device__ inline void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
         d[3] += bottom * right;
       }
   }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap(); // no bf16 mma before sm_80: attentionOp refuses such a GPU first
 #else
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
                "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -237,6 +239,15 @@ void attentionOp(const T *q, const Shape &qShape, const T *k, const Shape &kShap
   if constexpr (!std::is_same_v<T, bf16>) {
     rank::failActive("exec.attention runs in bf16 on the GPU (--precision bf16), not f32");
   } else {
+    static const int major = [] {
+      cudaDeviceProp properties{};
+      return cudaGetDeviceProperties(&properties, context().device) == cudaSuccess
+                 ? properties.major
+                 : 0;
+    }();
+    if (major < 8)
+      rank::failActive("exec.attention needs bf16 tensor cores (compute capability 8.0 or "
+                       "newer); compile with --fused-attention=false for this GPU");
     if (dv != d || t == 0 || d % 2 || d > 128 ||
         (alignmentOf(q) | alignmentOf(k) | alignmentOf(v) | alignmentOf(out)) % 4)
       rank::failActive("exec.attention on the GPU needs heads of an even width up to 128, "

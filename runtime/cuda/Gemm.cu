@@ -404,6 +404,13 @@ LtPlan makePlan(const LtKey &key, const void *bias, const void *aux) {
   plan.usable = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (plan.usable)
     plan.algo = result.algo;
+  else // once per plan: whether the epilogues run is what a GPU run must tell
+    std::fprintf(stderr,
+                 "sbprt: warning: cuBLASLt has no algorithm for epilogue %d at %lld x %lld x "
+                 "%lld (%s); the GEMM and kernels instead\n",
+                 static_cast<int>(key.epilogue), static_cast<long long>(key.m),
+                 static_cast<long long>(key.n), static_cast<long long>(key.k),
+                 key.isBf16 ? "bf16" : "f32");
   return plan;
 }
 
@@ -528,8 +535,13 @@ template <typename T>
 void matmulGeluGradOp(const T *g, const Shape &gShape, const T *w, const T *pre, T *dx,
                       const Shape &dxShape, bool transposeW, T *biasGrad) {
   int64_t n = dxShape.back(), k = gShape.back(), rows = n ? elementsOf(dxShape) / n : 0;
-  if (rows == 0 || n == 0)
+  if (n == 0)
     return;
+  if (rows == 0) { // no rows to sum: the bias gradient is zeros
+    if (biasGrad)
+      check(fillAsync(biasGrad, n, T(0.0f)), "matmul_gelu_grad");
+    return;
+  }
   cublasLtEpilogue_t epilogue = biasGrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
   if (ltMatmul(n, rows, k, transposeW, false, epilogue, w, g, static_cast<const T *>(nullptr), dx,
                biasGrad, pre, "matmul_gelu_grad"))
@@ -548,12 +560,20 @@ template <typename T>
 void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape &dyShape, T *dw,
                       T *biasGrad) {
   int64_t rows = xShape[0], k = xShape[1], n = dyShape[1];
-  if (k == 0 || n == 0)
+  if (n == 0)
     return;
-  if (ltMatmul(n, k, rows, false, true, CUBLASLT_EPILOGUE_BGRADA, dy, x,
-               static_cast<const T *>(nullptr), dw, biasGrad, nullptr, "matmul_bias_grad"))
+  if (rows == 0) { // nothing to contract or sum: zeros
+    if (k > 0)
+      check(fillAsync(dw, k * n, T(0.0f)), "matmul_bias_grad");
+    check(fillAsync(biasGrad, n, T(0.0f)), "matmul_bias_grad");
     return;
-  matmulOp(x, xShape, dy, dyShape, dw, Shape{k, n}, true, false);
+  }
+  if (k > 0 && ltMatmul(n, k, rows, false, true, CUBLASLT_EPILOGUE_BGRADA, dy, x,
+                        static_cast<const T *>(nullptr), dw, biasGrad, nullptr,
+                        "matmul_bias_grad"))
+    return;
+  if (k > 0) // an input without columns has a weight gradient of none, but a bias's
+    matmulOp(x, xShape, dy, dyShape, dw, Shape{k, n}, true, false);
   columnSums(dy, rows, n, biasGrad);
 }
 
