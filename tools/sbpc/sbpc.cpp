@@ -108,8 +108,9 @@ static cl::opt<int64_t> runRepeat("repeat",
                                   cl::init(1), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<std::string> runProfile("profile",
                                        cl::desc("Compiled dir: ops (time every op: run.json's "
-                                                "ranks[].ops, each op's seconds on the GPU's "
-                                                "clock for CUDA programs, else the host's)"),
+                                                "ranks[].ops, by location and types, each op's "
+                                                "seconds on the GPU's clock for CUDA programs, "
+                                                "else the host's)"),
                                        cl::value_desc("ops"), cl::sub(runCommand),
                                        cl::cat(runCategory));
 static cl::opt<int64_t> runSteps("steps",
