@@ -43,6 +43,11 @@ __device__ inline uint32_t pack(float low, float high) {
 }
 /// Two consecutive bf16 at `p` (4-byte aligned).
 __device__ inline uint32_t load2(const bf16 *p) { return *reinterpret_cast<const uint32_t *>(p); }
+/// 16 bytes (eight bf16) moved as one.
+struct alignas(16) Words4 {
+  uint32_t word[4];
+};
+
 /// The pairs of halves of two pairs: (low a, low b) and (high a, high b).
 __device__ inline uint32_t lows(uint32_t a, uint32_t b) { return (a & 0xffffu) | b << 16; }
 __device__ inline uint32_t highs(uint32_t a, uint32_t b) { return a >> 16 | (b & 0xffff0000u); }
@@ -108,7 +113,7 @@ __device__ inline float quadSum(float x) {
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     attentionKernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *scale, bool causal,
-                    bf16 *out, int64_t batch, int64_t s, int64_t t, int d) {
+                    bf16 *out, int64_t batch, int64_t s, int64_t t, int d, bool wide) {
   // A tile's keys as stored, and its values transposed, in pairs of bf16.
   __shared__ uint32_t keys[kKeys][(D + kPad) / 2];
   __shared__ uint32_t valuesT[D][(kKeys + kPad) / 2];
@@ -133,18 +138,45 @@ __global__ void __launch_bounds__(kWarps * 32)
     int64_t end = causal ? (first + kQueries < t ? first + kQueries : t) : t;
     for (int64_t k0 = 0; k0 < end; k0 += kKeys) {
       __syncthreads(); // the previous tile's readers are done
-      for (int i = threadIdx.x; i < kKeys * D / 2; i += blockDim.x) {
-        int r = i / (D / 2), c = i % (D / 2);
-        keys[r][c] = k0 + r < t && 2 * c < d ? load2(ke + (k0 + r) * d + 2 * c) : 0u;
-      }
-      // Two keys' values at a time: a pair of columns becomes halves of
-      // two transposed rows.
-      for (int i = threadIdx.x; i < kKeys / 2 * D / 2; i += blockDim.x) {
-        int r = i / (D / 2) * 2, c = i % (D / 2) * 2;
-        uint32_t first = k0 + r < t && c < d ? load2(ve + (k0 + r) * d + c) : 0u;
-        uint32_t second = k0 + r + 1 < t && c < d ? load2(ve + (k0 + r + 1) * d + c) : 0u;
-        valuesT[c][r / 2] = lows(first, second);
-        valuesT[c + 1][r / 2] = highs(first, second);
+      if (wide) {
+        // Eight columns a thread: 16-byte loads (rows 16-byte aligned, d a
+        // multiple of 8) and stores (a staged row is too).
+        const Words4 zero{};
+        for (int i = threadIdx.x; i < kKeys * D / 8; i += blockDim.x) {
+          int r = i / (D / 8), c = i % (D / 8) * 8;
+          *reinterpret_cast<Words4 *>(&keys[r][c / 2]) =
+              k0 + r < t && c < d ? *reinterpret_cast<const Words4 *>(ke + (k0 + r) * d + c)
+                                  : zero;
+        }
+        // Two keys' eight columns a thread, consecutive threads consecutive
+        // key pairs: each transposed row's words are written side by side.
+        for (int i = threadIdx.x; i < kKeys / 2 * D / 8; i += blockDim.x) {
+          int r = i % (kKeys / 2) * 2, c = i / (kKeys / 2) * 8;
+          Words4 upper = k0 + r < t && c < d
+                             ? *reinterpret_cast<const Words4 *>(ve + (k0 + r) * d + c)
+                             : zero;
+          Words4 lower = k0 + r + 1 < t && c < d
+                             ? *reinterpret_cast<const Words4 *>(ve + (k0 + r + 1) * d + c)
+                             : zero;
+          for (int w = 0; w < 4; ++w) {
+            valuesT[c + 2 * w][r / 2] = lows(upper.word[w], lower.word[w]);
+            valuesT[c + 2 * w + 1][r / 2] = highs(upper.word[w], lower.word[w]);
+          }
+        }
+      } else {
+        for (int i = threadIdx.x; i < kKeys * D / 2; i += blockDim.x) {
+          int r = i / (D / 2), c = i % (D / 2);
+          keys[r][c] = k0 + r < t && 2 * c < d ? load2(ke + (k0 + r) * d + 2 * c) : 0u;
+        }
+        // Two keys' values at a time: a pair of columns becomes halves of
+        // two transposed rows.
+        for (int i = threadIdx.x; i < kKeys / 2 * D / 2; i += blockDim.x) {
+          int r = i / (D / 2) * 2, c = i % (D / 2) * 2;
+          uint32_t upper = k0 + r < t && c < d ? load2(ve + (k0 + r) * d + c) : 0u;
+          uint32_t lower = k0 + r + 1 < t && c < d ? load2(ve + (k0 + r + 1) * d + c) : 0u;
+          valuesT[c][r / 2] = lows(upper, lower);
+          valuesT[c + 1][r / 2] = highs(upper, lower);
+        }
       }
       __syncthreads();
       // The warp's 16 x kKeys scores, in kKeys / 8 accumulators of 16 x 8.
@@ -221,8 +253,12 @@ void launchAttention(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *sc
                      bf16 *out, int64_t batch, int64_t s, int64_t t, int d) {
   int64_t tiles = (s + kQueries - 1) / kQueries;
   dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(batch < 65535 ? batch : 65535));
+  // 16-byte staging where every row allows it (SBPRT_CUDA_ATTENTION_WIDE=0:
+  // never, 4 bytes a load).
+  bool wide = d % 8 == 0 && alignmentOf(k) >= 16 && alignmentOf(v) >= 16 &&
+              context().attentionWide;
   attentionKernel<D>
-      <<<grid, kWarps * 32, 0, stream()>>>(q, k, v, scale, causal, out, batch, s, t, d);
+      <<<grid, kWarps * 32, 0, stream()>>>(q, k, v, scale, causal, out, batch, s, t, d, wide);
   launched("attention");
 }
 

@@ -222,6 +222,7 @@ std::unique_ptr<comm::Communicator> Backend::attach(std::unique_ptr<comm::Commun
   c.epilogues = envInt({"SBPRT_CUDA_EPILOGUES"}, 1) != 0;
   c.onePassRows = envInt({"SBPRT_CUDA_ONE_PASS"}, 1) != 0;
   c.rowWarps = envInt({"SBPRT_CUDA_ROW_WARPS"}, 1) != 0;
+  c.attentionWide = envInt({"SBPRT_CUDA_ATTENTION_WIDE"}, 1) != 0;
   c.initcheck = envInt({"SBPRT_CUDA_INITCHECK"}, 0) != 0;
   if (auto pad = envInteger("SBPRT_CUDA_GEMM_PAD"))
     c.gemmPadBytes = static_cast<size_t>(

@@ -39,6 +39,9 @@ struct Context {
   /// SBPRT_CUDA_ROW_WARPS=0: a one-pass row kernel holds its row in a whole
   /// block, never in a warp (Rows.cu launchOnePass).
   bool rowWarps = true;
+  /// SBPRT_CUDA_ATTENTION_WIDE=0: exec.attention stages its tiles 4 bytes
+  /// a load, never 16 (Attention.cu).
+  bool attentionWide = true;
   /// SBPRT_CUDA_GEMM_PAD=BYTES: the most of the cuBLASLt workspace a bf16
   /// GEMM with misaligned rows uses to pad them (Gemm.cu); 0: none, the
   /// GEMM as it is.

@@ -761,6 +761,7 @@ CASES = [
                                                                    causal=False, scale=0.125)),
     ("fused: attention, no mask, no scale, heads of 24", attention((2, 1), 3, 9, 24,
                                                                    causal=False)),
+    ("fused: causal attention, heads of 10", attention((1, 2), 9, 9, 10, scale=0.3)),
     ("fused: linear + bias + gelu, the sum kept", linear_keeping_sum((2, 3), 8, 16)),
     ("fused: linear + bias + gelu, the sum kept, N of 5", linear_keeping_sum((6,), 8, 5)),
     ("fused: gelu_grad of a product, and the bias gradient",
