@@ -120,6 +120,13 @@ def run(cmd, timeout=None):
         except subprocess.TimeoutExpired:
             stop(proc)
             raise RuntimeError(f"{os.path.basename(cmd[0])}: did not finish in {timeout} s")
+    # The runtime's warnings (a fallback taken) show even when it succeeds.
+    said = []
+    for line in err.splitlines():
+        at = line.find("sbprt: warning:")
+        if at >= 0 and line[at:] not in said:
+            said.append(line[at:])
+            print(f"bench/gpu: {os.path.basename(cmd[0])}: {line[at:]}", file=sys.stderr)
     if proc.returncode != 0:
         lines = [line for line in (out + err).splitlines() if line.strip(" -")] or ["?"]
         # A rank's own report (not MPI's banner after it) says what went wrong.

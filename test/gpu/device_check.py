@@ -106,6 +106,18 @@ def run_program(command, cwd, output_dir, timeout):
     return None, output
 
 
+def runtime_warnings(output):
+    """The runtime's warnings in a run's output ("sbprt: warning: ..."), each
+    once: a fallback taken (cuBLASLt without an epilogue's algorithm, say)
+    shows even where the results agree."""
+    found = []
+    for line in output.splitlines():
+        at = line.find("sbprt: warning:")
+        if at >= 0 and line[at:] not in found:
+            found.append(line[at:])
+    return found
+
+
 def compare_run(expected_dir, actual_dir, rtol, norm_rtol=None):
     """(problems, worst relative error) of one run's shards and measurements."""
     problems, worst = [], 0.0
@@ -189,12 +201,13 @@ SAID = threading.Lock()  # args.sanitizer_unusable, set by the cases' threads
 
 def check_case(case_dir, args):
     case = json.load(open(os.path.join(case_dir, "case.json")))
-    problems, worst, start = [], 0.0, time.time()
+    problems, worst, start, warnings = [], 0.0, time.time(), []
     with tempfile.TemporaryDirectory(dir=args.keep) as work:
         for run in case["runs"]:
             out = os.path.join(work, run["name"])
-            failure, _ = run_program([os.path.join(case_dir, "prog", "launch.sh"), *run["args"]],
-                                     case_dir, out, args.timeout)
+            failure, output = run_program([os.path.join(case_dir, "prog", "launch.sh"),
+                                           *run["args"]], case_dir, out, args.timeout)
+            warnings += [w for w in runtime_warnings(output) if w not in warnings]
             if "fails_with" in run:
                 if not failure or run["fails_with"] not in failure:
                     problems.append(f"{run['name']}: should fail with '{run['fails_with']}', "
@@ -236,7 +249,7 @@ def check_case(case_dir, args):
     return {"name": case["name"], "ok": not problems, "problems": problems,
             "max_rel_err": worst, "rtol": case["rtol"], "runs": len(case["runs"]),
             "sanitized": tools, "unsanitized": case.get("unsanitized", {}) if tools else {},
-            "seconds": round(time.time() - start, 2)}
+            "warnings": warnings, "seconds": round(time.time() - start, 2)}
 
 
 def main():
@@ -280,6 +293,8 @@ def main():
                 (", " + "/".join(result["sanitized"]) + " clean" if result["sanitized"] else "") + \
                 "".join(f" ({tool} not run: {why})" for tool, why in result["unsanitized"].items())
             print(f"{'ok  ' if result['ok'] else 'FAIL'} {result['name']}: {detail}", flush=True)
+            for warning in result["warnings"][:8]:
+                print(f"     {warning}", flush=True)
     failed = sum(not r["ok"] for _, r in results)
     print(f"device-check: {len(results) - failed} ok, {failed} failed" +
           (f"; compute-sanitizer could not run ({args.sanitizer_unusable})"
