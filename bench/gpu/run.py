@@ -101,7 +101,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "e2e"))
 from npy_tools import mpi_session_env, write_safetensors  # noqa: E402
 sys.path.insert(0, HERE)  # device_check: beside this script in a GPU bundle
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "gpu"))
-from device_check import stop  # noqa: E402
+from device_check import runtime_warnings, stop  # noqa: E402
 # Dense peaks, TFLOP/s: f32 without tensor cores; bf16 on tensor cores,
 # without sparsity.
 PEAKS = {"f32": {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5},
@@ -121,12 +121,8 @@ def run(cmd, timeout=None):
             stop(proc)
             raise RuntimeError(f"{os.path.basename(cmd[0])}: did not finish in {timeout} s")
     # The runtime's warnings (a fallback taken) show even when it succeeds.
-    said = []
-    for line in err.splitlines():
-        at = line.find("sbprt: warning:")
-        if at >= 0 and line[at:] not in said:
-            said.append(line[at:])
-            print(f"bench/gpu: {os.path.basename(cmd[0])}: {line[at:]}", file=sys.stderr)
+    for warning in runtime_warnings(err):
+        print(f"bench/gpu: {os.path.basename(cmd[0])}: {warning}", file=sys.stderr)
     if proc.returncode != 0:
         lines = [line for line in (out + err).splitlines() if line.strip(" -")] or ["?"]
         # A rank's own report (not MPI's banner after it) says what went wrong.
