@@ -158,17 +158,6 @@ void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int6
     }
 }
 
-/// Column sums of rows x n values, each in double down the rows (as
-/// reduce sums them), into `out`.
-template <typename T> static void columnSums(const float *values, int64_t rows, int64_t n, T *out) {
-  std::vector<double> sums(n, 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j)
-      sums[j] += values[r * n + j];
-  for (int64_t j = 0; j < n; ++j)
-    out[j] = static_cast<float>(sums[j]);
-}
-
 template <typename T>
 void matmulGeluGrad(const T *g, const T *w, const T *pre, T *dx, T *biasGrad, int64_t rows,
                     int64_t n, int64_t k, bool transposeW) {
@@ -178,20 +167,18 @@ void matmulGeluGrad(const T *g, const T *w, const T *pre, T *dx, T *biasGrad, in
     product[i] = elementwise::geluGrad(pre[i], product[i]);
     dx[i] = product[i];
   }
-  if (biasGrad)
-    columnSums(product.data(), rows, n, biasGrad);
+  if (biasGrad) { // reduce's sums of the f32 values, rounded once
+    std::vector<float> sums(n);
+    reduce(ReduceKind::Sum, product.data(), {rows, n}, {0}, sums.data());
+    std::copy(sums.begin(), sums.end(), biasGrad);
+  }
 }
 
 template <typename T>
 void matmulBiasGrad(const T *x, const T *dy, T *dw, T *biasGrad, int64_t rows, int64_t k,
                     int64_t n) {
   matmul(x, dy, dw, 1, k, n, rows, true, false, false);
-  if constexpr (std::is_same_v<T, float>) {
-    columnSums(dy, rows, n, biasGrad);
-  } else {
-    std::vector<float> values(dy, dy + rows * n);
-    columnSums(values.data(), rows, n, biasGrad);
-  }
+  reduce(ReduceKind::Sum, dy, {rows, n}, {0}, biasGrad);
 }
 
 template <typename T>
