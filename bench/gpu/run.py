@@ -15,11 +15,12 @@ training step):
   stores; loading and storing excluded), the median over the runs after
   the first. The host's clock over the same spans (`compute_seconds`,
   which adds the wait for the last kernel to each) goes into bench.json as
-  sbpc_wall_seconds; the bf16 forward once more compiled with
-  `--fused-attention=false` (the row "sbpc (attention unfused)": attention
-  as scores, softmax and a second product, beside flash attention), and
-  the bf16 training step with `--recompute selective` (its forward's
-  attention fused, the backward recomputing the probabilities);
+  sbpc_wall_seconds; the bf16 forward and training step once more
+  compiled with `--fused-attention=false` (the rows "sbpc (attention
+  unfused)": attention as scores, softmax and a second product, and their
+  gradients as products and the softmax's gradient, beside flash
+  attention's forward and backward), and the bf16 training step with
+  `--recompute selective`;
 - PyTorch eager and `torch.compile`: the same model written here (pre-LN
   blocks, causal attention, tanh GELU, tied head) on the same parameters,
   timed with CUDA events over the same number of runs after warm-up; bf16
@@ -198,6 +199,7 @@ def gemm_model(T, K, N, epilogue):
 # Programs compiled a second way, beside the default, and what sets them
 # apart: (workload, precision, compile flags, the variant's name).
 VARIANTS = [("forward", "bf16", ["--fused-attention=false"], "attention unfused"),
+            ("train", "bf16", ["--fused-attention=false"], "attention unfused"),
             ("train", "bf16", ["--recompute", "selective"], "selective recomputation")]
 
 

@@ -331,11 +331,22 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::AttentionOp o) {
-        line(llvm::formatv("kernels::attentionOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+        line(llvm::formatv(
+            "kernels::attentionOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});",
+            ref(o.getQuery()), shape(o.getQuery()), ref(o.getKey()), shape(o.getKey()),
+            ref(o.getValue()), shape(o.getValue()), refOrNull(o.getScale(), o.getQuery()),
+            o.getCausal() ? "true" : "false", ref(o.getResult()),
+            o.getLse() ? ref(o.getLse()) : "static_cast<float *>(nullptr)"));
+        return success();
+      })
+      .Case([&](ex::AttentionGradOp o) {
+        line(llvm::formatv("kernels::attentionGradOp({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+                           "{9}, {10}, {11}, {12}, {13});",
                            ref(o.getQuery()), shape(o.getQuery()), ref(o.getKey()),
                            shape(o.getKey()), ref(o.getValue()), shape(o.getValue()),
+                           ref(o.getOutput()), ref(o.getLse()), ref(o.getGrad()),
                            refOrNull(o.getScale(), o.getQuery()), o.getCausal() ? "true" : "false",
-                           ref(o.getResult())));
+                           ref(o.getQueryGrad()), ref(o.getKeyGrad()), ref(o.getValueGrad())));
         return success();
       })
       .Case([&](ex::SoftmaxGradOp o) {

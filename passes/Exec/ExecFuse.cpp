@@ -354,15 +354,25 @@ void fuseResidual(graph::AddOp add) {
   }
 }
 
-/// The head widths exec.attention's GPU kernel takes: even, up to 128.
-bool attentionWidth(int64_t d) { return d > 0 && d % 2 == 0 && d <= 128; }
+/// Whether exec.attention's GPU kernels take q [..., S, D], k [..., T, D]
+/// and v [..., T, D]: bf16, one rank (3 or more) and the same leading
+/// dimensions, heads of an even width up to 128.
+bool attentionOperands(Value q, Value k, Value v) {
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto kType = cast<RankedTensorType>(k.getType()), vType = cast<RankedTensorType>(v.getType());
+  int64_t rank = qType.getRank(), d = qType.getShape().back();
+  return qType.getElementType().isBF16() && rank >= 3 && kType == vType &&
+         kType.getRank() == rank && kType.getElementType() == qType.getElementType() &&
+         kType.getShape().back() == d &&
+         qType.getShape().drop_back(2) == kType.getShape().drop_back(2) && d > 0 && d % 2 == 0 &&
+         d <= 128;
+}
 
 /// matmul(softmax(matmul(q, k^T)), v), the softmax an exec.softmax (its
 /// scale and mask) or a graph.softmax over the last axis, in bf16, into
 /// exec.attention: the scores' product used only by the softmax, the
-/// probabilities only by the product by v, q, k and v of the scores' rank
-/// (batched alike), the head's width one the GPU kernel has
-/// (attentionWidth) and v's the same.
+/// probabilities only by the product by v, q, k and v ones the GPU kernel
+/// takes (attentionOperands).
 void fuseAttention(Operation *softmax, Value scale, bool causal) {
   Block *block = softmax->getBlock();
   auto scores = soleProducer<graph::MatmulOp>(softmax->getOperand(0), block);
@@ -374,23 +384,123 @@ void fuseAttention(Operation *softmax, Value scale, bool causal) {
       product.getTransposeLhs() || product.getTransposeRhs())
     return;
   Value q = scores.getLhs(), k = scores.getRhs(), v = product.getRhs();
-  auto type = cast<RankedTensorType>(probs.getType());
-  int64_t rank = type.getRank();
-  for (Value operand : {q, k, v})
-    if (cast<RankedTensorType>(operand.getType()).getRank() != rank)
-      return;
-  int64_t d = cast<RankedTensorType>(q.getType()).getShape().back();
-  int64_t dv = cast<RankedTensorType>(v.getType()).getShape().back();
-  if (!type.getElementType().isBF16() || rank < 3 || !attentionWidth(d) || dv != d)
+  if (!attentionOperands(q, k, v))
     return;
   OpBuilder b(product);
   auto attention =
-      b.create<exec::AttentionOp>(product.getLoc(), product.getType(), q, k, v, scale, causal);
+      b.create<exec::AttentionOp>(product.getLoc(), product.getType(), Type(), q, k, v, scale,
+                                  causal);
   attention->setDiscardableAttrs(product->getDiscardableAttrDictionary());
   product.getResult().replaceAllUsesWith(attention.getResult());
   product->erase();
   softmax->erase();
   scores->erase();
+}
+
+/// The two matmuls in `block` that read `value` as their lhs and nothing
+/// else, neither transposing its rhs: one as it is, one transposing it
+/// (either may be missing); false where `value` has other readers.
+bool lhsReaders(Value value, Operation *except, Block *block, graph::MatmulOp &plain,
+                graph::MatmulOp &transposed) {
+  for (Operation *user : value.getUsers()) {
+    if (user == except)
+      continue;
+    auto matmul = dyn_cast<graph::MatmulOp>(user);
+    if (!matmul || matmul->getBlock() != block || matmul.getLhs() != value ||
+        matmul.getRhs() == value || matmul.getTransposeRhs())
+      return false;
+    graph::MatmulOp &slot = matmul.getTransposeLhs() ? transposed : plain;
+    if (slot)
+      return false;
+    slot = matmul;
+  }
+  return true;
+}
+
+/// Attention's backward around `ds`, the gradient of its scores (an
+/// exec.softmax_grad of an exec.softmax, or a graph.softmax_grad of a
+/// graph.softmax over the last axis), into exec.attention_grad, and its
+/// forward into exec.attention with the log-sum-exp: in bf16, the scores
+/// matmul(q, k^T) read only by the softmax; the probabilities p read by ds,
+/// by matmul(p^T, dO) (the values' gradient) and by matmul(p, v) (the
+/// output), the last missing where the forward is an exec.attention of q,
+/// k and v already (the probabilities recomputed for the backward, as
+/// --recompute selective does); ds's other operand matmul(dO, v^T) read
+/// only by it; ds read by matmul(ds, k) and matmul(ds^T, q) (the queries'
+/// and keys' gradients) alone; the head's width one the GPU kernels have.
+/// Nothing [..., S, T] is left.
+void fuseAttentionGrad(Operation *ds) {
+  Block *block = ds->getBlock();
+  Value probs, dp, scale;
+  bool causal = false;
+  if (auto grad = dyn_cast<exec::SoftmaxGradOp>(ds)) {
+    auto softmax = grad.getProbs().getDefiningOp<exec::SoftmaxOp>();
+    if (!softmax || softmax.getScale() != grad.getScale() ||
+        softmax.getCausal() != grad.getCausal())
+      return;
+    std::tie(probs, dp, scale, causal) =
+        std::make_tuple(grad.getProbs(), grad.getGrad(), grad.getScale(), grad.getCausal());
+  } else if (auto grad = dyn_cast<graph::SoftmaxGradOp>(ds)) {
+    auto softmax = grad.getOutput().getDefiningOp<graph::SoftmaxOp>();
+    if (!softmax || !overLastAxis(softmax.getInput(), softmax.getAxis()) ||
+        !overLastAxis(grad.getGrad(), grad.getAxis()))
+      return;
+    std::tie(probs, dp) = std::make_pair(grad.getOutput(), grad.getGrad());
+  } else {
+    return;
+  }
+  Operation *softmax = probs.getDefiningOp();
+  auto scores = soleProducer<graph::MatmulOp>(softmax->getOperand(0), block);
+  auto dpProduct = soleProducer<graph::MatmulOp>(dp, block);
+  if (softmax->getBlock() != block || !scores || scores.getTransposeLhs() ||
+      !scores.getTransposeRhs() || !dpProduct || dpProduct.getTransposeLhs() ||
+      !dpProduct.getTransposeRhs())
+    return;
+  Value q = scores.getLhs(), k = scores.getRhs(), dO = dpProduct.getLhs(), v = dpProduct.getRhs();
+  graph::MatmulOp output, dvProduct, dqProduct, dkProduct;
+  if (!lhsReaders(probs, ds, block, output, dvProduct) || !dvProduct ||
+      dvProduct.getRhs() != dO || (output && output.getRhs() != v) ||
+      !lhsReaders(ds->getResult(0), nullptr, block, dqProduct, dkProduct) || !dqProduct ||
+      !dkProduct || dqProduct.getRhs() != k || dkProduct.getRhs() != q)
+    return;
+  auto qType = cast<RankedTensorType>(q.getType()), kType = cast<RankedTensorType>(k.getType());
+  if (!attentionOperands(q, k, v) || dO.getType() != qType)
+    return;
+  // The forward: p v, or an exec.attention of the same operands.
+  Operation *forward = output;
+  if (!output)
+    for (Operation *user : q.getUsers())
+      if (auto attention = dyn_cast<exec::AttentionOp>(user))
+        if (attention->getBlock() == block && attention.getQuery() == q &&
+            attention.getKey() == k && attention.getValue() == v &&
+            attention.getScale() == scale && attention.getCausal() == causal)
+          forward = attention;
+  Operation *first = dvProduct->isBeforeInBlock(dpProduct) ? dvProduct : dpProduct;
+  if (!forward || !forward->isBeforeInBlock(first))
+    return;
+  OpBuilder b(forward);
+  auto attention = dyn_cast<exec::AttentionOp>(forward);
+  if (!attention || !attention.getLse()) {
+    auto lseType = RankedTensorType::get(qType.getShape().drop_back(),
+                                         Float32Type::get(ds->getContext()));
+    attention = b.create<exec::AttentionOp>(forward->getLoc(), qType, lseType, q, k, v, scale,
+                                            causal);
+    attention->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+    forward->getResult(0).replaceAllUsesWith(attention.getResult());
+    forward->erase();
+  }
+  b.setInsertionPoint(first);
+  auto grad = b.create<exec::AttentionGradOp>(ds->getLoc(), qType, kType, kType, q, k, v,
+                                              attention.getResult(), attention.getLse(), dO,
+                                              scale, causal);
+  grad->setDiscardableAttrs(ds->getDiscardableAttrDictionary());
+  dqProduct.getResult().replaceAllUsesWith(grad.getQueryGrad());
+  dkProduct.getResult().replaceAllUsesWith(grad.getKeyGrad());
+  dvProduct.getResult().replaceAllUsesWith(grad.getValueGrad());
+  for (Operation *op : {dqProduct.getOperation(), dkProduct.getOperation(), ds,
+                        dvProduct.getOperation(), dpProduct.getOperation(), softmax,
+                        scores.getOperation()})
+    op->erase();
 }
 
 /// Whether `reduce` sums `value` over every axis but the last: a bias's
@@ -608,6 +718,16 @@ public:
         if (!erased.contains(root))
           for (Operation *op : fuseSoftmaxGrad(root))
             erased.insert(op);
+      // Attention's backward, where its probabilities' gradient is one op
+      // (above) and the forward's exec.attention, if any, is there.
+      if (attention) {
+        SmallVector<Operation *> grads;
+        for (Operation &op : program.getBody().front())
+          if (isa<exec::SoftmaxGradOp, graph::SoftmaxGradOp>(op))
+            grads.push_back(&op);
+        for (Operation *grad : grads)
+          fuseAttentionGrad(grad);
+      }
       // After softmax's fusions, which say where the mask is.
       SmallVector<graph::MatmulOp> matmuls(program.getOps<graph::MatmulOp>());
       for (graph::MatmulOp matmul : matmuls)

@@ -61,7 +61,8 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
 
 def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
   let summary = "groups elementwise chains into exec.fused ops, attention's softmax into "
-                "exec.softmax and its products into exec.causal_matmul, linear layers into "
+                "exec.softmax and its products into exec.causal_matmul (bf16 attention into "
+                "exec.attention and exec.attention_grad), linear layers into "
                 "exec.linear and their gradients into exec.matmul_gelu_grad and "
                 "exec.matmul_bias_grad";
   let description = [{
@@ -103,7 +104,17 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
     `graph.matmul(p, v)` reads, each product batched over the same leading
     dimensions, the head's width even and at most 128 and v's the same,
     becomes one `exec.attention`: the scores never reach memory (flash
-    attention on the GPU). Then a `graph.matmul` by a
+    attention on the GPU). A training step's backward of such attention
+    (the probabilities' gradient `ds`, one `exec.softmax_grad`, or a
+    `graph.softmax_grad` over the last axis, of the same softmax) becomes
+    one `exec.attention_grad`, and its forward one `exec.attention` with
+    the log-sum-exp as a second result, where nothing else reads what
+    they compute on the way: the scores only the softmax, the
+    probabilities only the product by v, `matmul(p^T, dO)` and `ds` (or,
+    with the forward an `exec.attention` already, the probabilities
+    recomputed for the backward, only the last two), `ds`'s other operand
+    `matmul(dO, v^T)` only `ds`, and `ds` only `matmul(ds, k)` and
+    `matmul(ds^T, q)`. Then a `graph.matmul` by a
     causal `exec.softmax`'s or `exec.softmax_grad`'s result (0 above the
     diagonal: `p v`, `p^T dO`, `ds k`, `ds^T q`) becomes an
     `exec.causal_matmul ... lower_lhs`, and one whose result only causal
@@ -134,7 +145,8 @@ def ExecFuse : Pass<"exec-fuse", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"attention", "attention", "bool", /*default=*/"true",
-           "bf16 attention (scores, softmax, product by the values) into exec.attention">,
+           "bf16 attention (scores, softmax, product by the values) into exec.attention, "
+           "its backward into exec.attention_grad">,
   ];
   let dependentDialects = ["::sbpc::exec::ExecDialect"];
 }

@@ -268,11 +268,22 @@ void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
 
 template <typename T>
 void attention(const T *q, const T *k, const T *v, const T *scale, bool causal, T *out,
-               int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dv) {
+               int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dv, float *lse) {
   std::vector<float> scores(s * t), result(s * dv);
   float factor = scale ? static_cast<float>(*scale) : 1.0f;
   for (int64_t b = 0; b < batch; ++b) {
     productF32(q + b * s * d, k + b * t * d, scores.data(), s, t, d, false, true);
+    for (int64_t i = 0; lse && i < s; ++i) {
+      // The keys up to the query's under the mask, scaled as scaledSoftmax does.
+      int64_t keys = causal ? std::min(i + 1, t) : t;
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < keys; ++j)
+        top = std::max(top, scores[i * t + j] * factor);
+      double sum = 0.0;
+      for (int64_t j = 0; j < keys; ++j)
+        sum += std::exp(static_cast<double>(scores[i * t + j] * factor) - top);
+      lse[b * s + i] = static_cast<float>(top + std::log(sum));
+    }
     scaledSoftmax(scores.data(), scale ? &factor : nullptr, causal, scores.data(), {s, t});
     if constexpr (std::is_same_v<T, float>) {
       productF32(scores.data(), v + b * t * dv, result.data(), s, dv, t, false, false);
@@ -281,6 +292,46 @@ void attention(const T *q, const T *k, const T *v, const T *scale, bool causal, 
       productF32(scores.data(), values.data(), result.data(), s, dv, t, false, false);
     }
     std::copy(result.begin(), result.end(), out + b * s * dv);
+  }
+}
+
+template <typename T>
+void attentionGrad(const T *q, const T *k, const T *v, const T *out, const float *lse,
+                   const T *dout, const T *scale, bool causal, T *dq, T *dk, T *dv,
+                   int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dvWidth) {
+  std::vector<float> p(s * t), ds(s * t), result(std::max(s, t) * std::max(d, dvWidth));
+  float factor = scale ? static_cast<float>(*scale) : 1.0f;
+  // f32 copies of one entry's operands (or f32 views of them).
+  auto entry = [](const T *x, int64_t n) { return std::vector<float>(x, x + n); };
+  auto store = [&](T *to, int64_t n) { std::copy_n(result.begin(), n, to); };
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<float> qf = entry(q + b * s * d, s * d), kf = entry(k + b * t * d, t * d),
+                       vf = entry(v + b * t * dvWidth, t * dvWidth),
+                       of = entry(out + b * s * dvWidth, s * dvWidth),
+                       gf = entry(dout + b * s * dvWidth, s * dvWidth);
+    // The probabilities from the scores and the log-sum-exp.
+    productF32(qf.data(), kf.data(), p.data(), s, t, d, false, true);
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < t; ++j)
+        p[i * t + j] = causal && j > i ? 0.0f
+                                       : static_cast<float>(std::exp(
+                                             static_cast<double>(p[i * t + j] * factor) -
+                                             lse[b * s + i]));
+    productF32(p.data(), gf.data(), result.data(), t, dvWidth, s, true, false);
+    store(dv + b * t * dvWidth, t * dvWidth);
+    // dS = P (dP - rowsum(dO * O)) scale, dP = dO v^T.
+    productF32(gf.data(), vf.data(), ds.data(), s, t, dvWidth, false, true);
+    for (int64_t i = 0; i < s; ++i) {
+      double dot = 0.0;
+      for (int64_t c = 0; c < dvWidth; ++c)
+        dot += static_cast<double>(gf[i * dvWidth + c]) * of[i * dvWidth + c];
+      for (int64_t j = 0; j < t; ++j)
+        ds[i * t + j] = p[i * t + j] * static_cast<float>(ds[i * t + j] - dot) * factor;
+    }
+    productF32(ds.data(), kf.data(), result.data(), s, d, t, false, false);
+    store(dq + b * s * d, s * d);
+    productF32(ds.data(), qf.data(), result.data(), t, d, s, true, false);
+    store(dk + b * t * d, t * d);
   }
 }
 
@@ -568,7 +619,10 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
   template void softmax(const T *, T *, const Shape &, int64_t, bool);                         \
   template void scaledSoftmax(const T *, const T *, bool, T *, const Shape &);                 \
   template void attention(const T *, const T *, const T *, const T *, bool, T *, int64_t,      \
-                          int64_t, int64_t, int64_t, int64_t);                 \
+                          int64_t, int64_t, int64_t, int64_t, float *);                        \
+  template void attentionGrad(const T *, const T *, const T *, const T *, const float *,       \
+                              const T *, const T *, bool, T *, T *, T *, int64_t, int64_t,     \
+                              int64_t, int64_t, int64_t);                                      \
   template void layerNorm(const T *, const T *, const T *, T *, int64_t, int64_t, float);      \
   template void transpose(const T *, const Shape &, const std::vector<int64_t> &, T *);        \
   template bool embedding(const T *, int64_t, int64_t, const int64_t *, int64_t, T *,          \

@@ -60,14 +60,38 @@ template <typename T>
 void matmulBiasGrad(const T *x, const T *dy, T *dw, T *biasGrad, int64_t rows, int64_t k,
                     int64_t n);
 
+/// The sizes of attention's operands q [..., s, d], k [..., t, d] and v
+/// [..., t, dv]: `batch` the product of the leading dimensions.
+struct AttentionSizes {
+  int64_t batch, s, t, d, dv;
+};
+inline AttentionSizes attentionSizes(const Shape &q, const Shape &k, const Shape &v) {
+  size_t r = q.size();
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i)
+    batch *= q[i];
+  return {batch, q[r - 2], k[r - 2], q[r - 1], v[r - 1]};
+}
+
 /// exec.attention: for each of `batch` entries, out[s, dv] = softmax of
 /// the scaled (when `scale` is not null), causally masked (when `causal`)
 /// scores q[s, d] k[t, d]^T, times v[t, dv]: the products and the softmax
 /// in f32 (the bits of matmul, scaledSoftmax and matmul on f32 values),
-/// the result rounded once.
+/// the result rounded once. When `lse` is not null, each query row's
+/// log-sum-exp of its scaled, unmasked scores into it ([batch, s]).
 template <typename T>
 void attention(const T *q, const T *k, const T *v, const T *scale, bool causal, T *out,
-               int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dv);
+               int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dv, float *lse = nullptr);
+
+/// exec.attention_grad: for each of `batch` entries, given attention's
+/// operands, its output `out` [s, dv], log-sum-exp `lse` [s] and the
+/// output's gradient `dout`: with P = exp(q k^T scale - lse) (0 where
+/// masked), dv = P^T dout, dS = P (dout v^T - rowsum(dout * out)) scale,
+/// dq = dS k and dk = dS^T q; in f32, each gradient rounded once.
+template <typename T>
+void attentionGrad(const T *q, const T *k, const T *v, const T *out, const float *lse,
+                   const T *dout, const T *scale, bool causal, T *dq, T *dk, T *dv,
+                   int64_t batch, int64_t s, int64_t t, int64_t d, int64_t dvWidth);
 
 /// Reduces the listed (ascending) dimensions; `out` has the kept dimensions in order.
 template <typename T>

@@ -92,14 +92,22 @@ void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape 
 }
 
 /// exec.attention over the trailing matrices of q [..., S, D], k [..., T, D]
-/// and v [..., T, Dv].
+/// and v [..., T, Dv]; the log-sum-exp [..., S] too when `lse` is not null.
 template <typename T>
 void attentionOp(const T *q, const Shape &qShape, const T *k, const Shape &kShape, const T *v,
-                 const Shape &vShape, const T *scale, bool causal, T *out) {
-  size_t r = qShape.size();
-  int64_t s = qShape[r - 2], d = qShape[r - 1], t = kShape[r - 2], dv = vShape[r - 1];
-  int64_t batch = s > 0 && d > 0 ? sbprt::numElements(qShape) / (s * d) : 0;
-  attention(q, k, v, scale, causal, out, batch, s, t, d, dv);
+                 const Shape &vShape, const T *scale, bool causal, T *out, float *lse) {
+  AttentionSizes n = attentionSizes(qShape, kShape, vShape);
+  attention(q, k, v, scale, causal, out, n.batch, n.s, n.t, n.d, n.dv, lse);
+}
+
+/// exec.attention_grad over the same trailing matrices: the gradients of
+/// q, k and v given attention's output, log-sum-exp and output gradient.
+template <typename T>
+void attentionGradOp(const T *q, const Shape &qShape, const T *k, const Shape &kShape, const T *v,
+                     const Shape &vShape, const T *out, const float *lse, const T *dout,
+                     const T *scale, bool causal, T *dq, T *dk, T *dv) {
+  AttentionSizes n = attentionSizes(qShape, kShape, vShape);
+  attentionGrad(q, k, v, out, lse, dout, scale, causal, dq, dk, dv, n.batch, n.s, n.t, n.d, n.dv);
 }
 
 /// graph.layer_norm over the last dimension of `shape`.

@@ -64,10 +64,16 @@ void matmulBiasGradOp(const T *x, const Shape &xShape, const T *dy, const Shape 
                       T *biasGrad);
 /// exec.attention: flash attention on tensor cores, bf16 only (heads of an
 /// even width up to 128, as --exec-fuse makes them); anything else ends
-/// the job.
+/// the job. Each query row's log-sum-exp into `lse` when it is not null.
 template <typename T>
 void attentionOp(const T *q, const Shape &qShape, const T *k, const Shape &kShape, const T *v,
-                 const Shape &vShape, const T *scale, bool causal, T *out);
+                 const Shape &vShape, const T *scale, bool causal, T *out, float *lse);
+/// exec.attention_grad: flash attention's backward on tensor cores, under
+/// the same conditions.
+template <typename T>
+void attentionGradOp(const T *q, const Shape &qShape, const T *k, const Shape &kShape, const T *v,
+                     const Shape &vShape, const T *out, const float *lse, const T *dout,
+                     const T *scale, bool causal, T *dq, T *dk, T *dv);
 template <typename T>
 void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax);
 template <typename T>

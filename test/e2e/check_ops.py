@@ -391,29 +391,73 @@ def linear(lead, k, n, gelu_after=False, bias_first=False, transposed=False, res
     return make
 
 
+def attention_ref(q, k, v, causal, scale):
+    """softmax(causal_mask(q @ k^T * scale)) @ v in float64 (the mask and
+    the scale when asked)."""
+    scores = f64(q) @ np.swapaxes(f64(k), -1, -2)
+    scores = scores * scale if scale is not None else scores
+    return softmax(causal_mask_ref(scores) if causal else scores, q.ndim - 1) @ f64(v)
+
+
+def attention_ops(q, k, v, causal, scale, output):
+    """The inputs and graph ops of attention_ref, its probabilities %p and
+    its result `output`; also the scores' zeros, for their type."""
+    sc = np.zeros((*q.shape[:-1], k.shape[-2]), np.float32)
+    inputs, body = {"q": q, "k": k, "v": v}, [
+        f"%0 = graph.matmul %q, %k transpose_rhs : {sig([q, k], sc)}"]
+    if scale is not None:
+        inputs["s"] = np.array(scale, dtype=np.float32)
+        body.append(f"%z = graph.mul %0, %s : {sig([sc, inputs['s']], sc)}")
+    last = "%z" if scale is not None else "%0"
+    if causal:
+        body.append(f"%1 = graph.causal_mask {last} : {T(sc)}")
+        last = "%1"
+    body += [f"%p = graph.softmax {last} axis = {q.ndim - 1} : {T(sc)}",
+             f"{output} = graph.matmul %p, %v : {sig([sc, v], q)}"]
+    return inputs, body, sc
+
+
 def attention(lead, s, t, d, causal=True, scale=None):
-    """softmax(causal_mask(q @ k^T * scale)) @ v over the trailing matrices
-    (the mask and the scale when asked): in bf16, one exec.attention of
-    the compiled program (flash attention on the GPU), in f32 the ops."""
+    """Attention over the trailing matrices (attention_ref): in bf16, one
+    exec.attention of the compiled program (flash attention on the GPU),
+    in f32 the ops."""
     def make(rng):
         q, k, v = uni(rng, (*lead, s, d)), uni(rng, (*lead, t, d)), uni(rng, (*lead, t, d))
-        scores = f64(q) @ np.swapaxes(f64(k), -1, -2)
-        scores = scores * scale if scale is not None else scores
-        probs = softmax(causal_mask_ref(scores) if causal else scores, len(lead) + 1)
-        want = probs @ f64(v)
-        sc = np.zeros((*lead, s, t), np.float32)
-        inputs, body = {"q": q, "k": k, "v": v}, [
-            f"%0 = graph.matmul %q, %k transpose_rhs : {sig([q, k], sc)}"]
-        if scale is not None:
-            inputs["s"] = np.array(scale, dtype=np.float32)
-            body.append(f"%z = graph.mul %0, %s : {sig([sc, inputs['s']], sc)}")
-        last = "%z" if scale is not None else "%0"
+        inputs, body, _ = attention_ops(q, k, v, causal, scale, "%r")
+        return inputs, body, attention_ref(q, k, v, causal, scale), RTOL_MATMUL
+    return make
+
+
+def attention_grad(lead, s, t, d, causal=True, scale=None):
+    """Attention's output (out0) and the gradients of sum(output * do) by
+    q, k and v (out1, out2, out3), the backward written as autodiff writes
+    it: the values' gradient p^T do, the probabilities' gradient do v^T,
+    softmax_grad, the mask's gradient and the scale, then ds k and ds^T q.
+    In bf16, one exec.attention and one exec.attention_grad of the
+    compiled program (flash attention's backward on the GPU)."""
+    def make(rng):
+        q, k, v = uni(rng, (*lead, s, d)), uni(rng, (*lead, t, d)), uni(rng, (*lead, t, d))
+        do = uni(rng, (*lead, s, d))
+        inputs, body, sc = attention_ops(q, k, v, causal, scale, "%out0")
+        inputs["do"] = do
+        grad = "%3" if causal else "%2"
+        body += [f"%out3 = graph.matmul %p, %do transpose_lhs : {sig([sc, do], v)}",
+                 f"%dp = graph.matmul %do, %v transpose_rhs : {sig([do, v], sc)}",
+                 f"%2 = graph.softmax_grad %p, %dp axis = {q.ndim - 1} : {sig([sc, sc], sc)}"]
         if causal:
-            body.append(f"%1 = graph.causal_mask {last} : {T(sc)}")
-            last = "%1"
-        body += [f"%p = graph.softmax {last} axis = {len(lead) + 1} : {T(sc)}",
-                 f"%r = graph.matmul %p, %v : {sig([sc, v], want)}"]
-        return inputs, body, want, RTOL_MATMUL
+            body.append(f"%3 = graph.causal_mask_grad %2 : {T(sc)}")
+        if scale is not None:
+            body.append(f"%ds = graph.mul %s, {grad} : {sig([inputs['s'], sc], sc)}")
+            grad = "%ds"
+        body += [f"%out1 = graph.matmul {grad}, %k : {sig([sc, k], q)}",
+                 f"%out2 = graph.matmul {grad}, %q transpose_lhs : {sig([sc, q], k)}"]
+        objective = lambda which: lambda x: np.sum(  # noqa: E731
+            attention_ref(*[x if i == which else a for i, a in enumerate((q, k, v))], causal,
+                          scale) * f64(do))
+        want = {"out0": attention_ref(q, k, v, causal, scale)}
+        for i, x in enumerate((q, k, v)):
+            want[f"out{i + 1}"] = num_grad(objective(i), x)
+        return inputs, body, want, RTOL_FD
     return make
 
 
@@ -762,6 +806,18 @@ CASES = [
     ("fused: attention, no mask, no scale, heads of 24", attention((2, 1), 3, 9, 24,
                                                                    causal=False)),
     ("fused: causal attention, heads of 10", attention((1, 2), 9, 9, 10, scale=0.3)),
+    ("fused: causal attention's gradients, scaled, heads of 16",
+     attention_grad((2, 2), 20, 20, 16, scale=0.25)),
+    ("fused: causal attention's gradients over 80 queries",
+     attention_grad((1,), 80, 80, 32, scale=-0.7)),
+    ("fused: attention's gradients, 5 queries, 70 keys, heads of 64",
+     attention_grad((2,), 5, 70, 64, causal=False, scale=0.125)),
+    ("fused: attention's gradients, no mask, no scale, heads of 24",
+     attention_grad((2, 1), 3, 9, 24, causal=False)),
+    ("fused: causal attention's gradients, heads of 10", attention_grad((1, 2), 9, 9, 10,
+                                                                        scale=0.3)),
+    ("fused: causal attention's gradients, heads of 128", attention_grad((1,), 40, 40, 128,
+                                                                         scale=0.09)),
     ("fused: linear + bias + gelu, the sum kept", linear_keeping_sum((2, 3), 8, 16)),
     ("fused: linear + bias + gelu, the sum kept, N of 5", linear_keeping_sum((6,), 8, 5)),
     ("fused: gelu_grad of a product, and the bias gradient",

@@ -362,6 +362,58 @@ TEST(KernelsTest, LinearGradientsAreTheirOps) {
   ASSERT_EQ(y, wantSum);
 }
 
+// exec.attention's log-sum-exp, and exec.attention_grad against the ops
+// it replaces (the probabilities' products, the softmax's gradient with
+// the mask and the scale): the same values up to f32 rounding, as
+// attention_grad recomputes the probabilities from the log-sum-exp and
+// sums dO * O where the ops sum P * dP.
+TEST(KernelsTest, AttentionGradientsAreTheirOps) {
+  const int64_t batch = 2, s = 5, d = 4;
+  for (bool causal : {false, true})
+    for (int64_t t : causal ? std::vector<int64_t>{5} : std::vector<int64_t>{5, 7}) {
+      SCOPED_TRACE(testing::Message() << "causal " << causal << ", " << t << " keys");
+      Values q = randomData(batch * s * d, 31), k = randomData(batch * t * d, 32),
+             v = randomData(batch * t * d, 33), dout = randomData(batch * s * d, 34);
+      float scale = -0.6f;
+      Values out(batch * s * d), lse(batch * s);
+      attention(q.data(), k.data(), v.data(), &scale, causal, out.data(), batch, s, t, d, d,
+                lse.data());
+      // The ops: scores, probabilities, the output, and the backward.
+      Values scores(batch * s * t), probs(batch * s * t), want(batch * s * d);
+      matmul(q.data(), k.data(), scores.data(), batch, s, t, d, false, true, false);
+      for (int64_t r = 0; r < batch * s; ++r) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < (causal ? r % s + 1 : t); ++j)
+          sum += std::exp(static_cast<double>(scores[r * t + j] * scale));
+        EXPECT_NEAR(lse[r], std::log(sum), 1e-5 * std::max(1.0, std::abs(std::log(sum))))
+            << "row " << r;
+      }
+      scaledSoftmax(scores.data(), &scale, causal, probs.data(), {batch, s, t});
+      matmul(probs.data(), v.data(), want.data(), batch, s, d, t, false, false, false);
+      ASSERT_EQ(out, want);
+      Values dp(batch * s * t), ds(batch * s * t), wantDq(batch * s * d), wantDk(batch * t * d),
+          wantDv(batch * t * d);
+      matmul(probs.data(), dout.data(), wantDv.data(), batch, t, d, s, true, false, false);
+      matmul(dout.data(), v.data(), dp.data(), batch, s, t, d, false, true, false);
+      scaledSoftmaxGrad(probs.data(), dp.data(), &scale, causal, ds.data(), {batch, s, t});
+      matmul(ds.data(), k.data(), wantDq.data(), batch, s, d, t, false, false, false);
+      matmul(ds.data(), q.data(), wantDk.data(), batch, t, d, s, true, false, false);
+      Values dq(batch * s * d), dk(batch * t * d), dv(batch * t * d);
+      attentionGrad(q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), &scale,
+                    causal, dq.data(), dk.data(), dv.data(), batch, s, t, d, d);
+      for (auto [got, expected, name] : {std::make_tuple(&dq, &wantDq, "dq"),
+                                         std::make_tuple(&dk, &wantDk, "dk"),
+                                         std::make_tuple(&dv, &wantDv, "dv")}) {
+        float largest = 0.0f;
+        for (float x : *expected)
+          largest = std::max(largest, std::abs(x));
+        ASSERT_GT(largest, 0.1f) << name;
+        for (size_t i = 0; i < got->size(); ++i)
+          ASSERT_NEAR((*got)[i], (*expected)[i], 2e-5f * largest) << name << " element " << i;
+      }
+    }
+}
+
 TEST(KernelsTest, Reduce) {
   Shape shape = {3, 4, 5};
   Values in = randomData(count(shape), 6);

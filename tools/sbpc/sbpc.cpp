@@ -181,8 +181,9 @@ static cl::opt<std::string>
 static cl::opt<bool> compileFusedAttention(
     "fused-attention",
     cl::desc("With --precision bf16 and --target: attention's scores, softmax and product by "
-             "the values as one op, the scores never in memory (flash attention on the GPU; "
-             "heads of an even width up to 128). On by default; =false keeps them apart"),
+             "the values as one op, and in training their gradients as one more, the scores "
+             "never in memory (flash attention on the GPU; heads of an even width up to 128). "
+             "On by default; =false keeps them apart"),
     cl::init(true), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
                                   cl::desc("Compile one training step: the loss's gradients "

@@ -431,38 +431,74 @@ LogicalResult SoftmaxGradOp::verify() {
   return verifyScores(*this, getProbs().getType(), getCausal());
 }
 
-/// exec.attention: query [..., S, D], key [..., T, D], value [..., T, Dv]
-/// and result [..., S, Dv] with the same leading dimensions, one element
-/// type (the scale's too); S = T under the causal mask.
-LogicalResult AttentionOp::verify() {
-  auto query = getQuery().getType(), key = getKey().getType(), value = getValue().getType(),
-       result = getResult().getType();
+/// exec.attention and its gradient: query [..., S, D], key [..., T, D],
+/// value [..., T, Dv] and result (the forward's output) [..., S, Dv] with
+/// the same leading dimensions, one element type (the scale's too); S = T
+/// under the causal mask; the log-sum-exp, when there is one, [..., S].
+static LogicalResult verifyAttention(Operation *op, Value queryValue, Value keyValue,
+                                     Value valueValue, Value resultValue, Value lseValue,
+                                     Value scale, bool causal) {
+  auto query = cast<RankedTensorType>(queryValue.getType()),
+       key = cast<RankedTensorType>(keyValue.getType()),
+       value = cast<RankedTensorType>(valueValue.getType()),
+       result = cast<RankedTensorType>(resultValue.getType());
   for (RankedTensorType type : {key, value, result})
     if (type.getElementType() != query.getElementType())
-      return emitOpError() << "operands and result must have one element type, got "
-                           << query.getElementType() << " and " << type.getElementType();
-  if (failed(verifyScale(*this, getScale(), query)))
+      return op->emitOpError() << "operands and result must have one element type, got "
+                               << query.getElementType() << " and " << type.getElementType();
+  if (failed(verifyScale(op, scale, query)))
     return failure();
   int64_t rank = query.getRank();
   if (rank < 2 || key.getRank() != rank || value.getRank() != rank || result.getRank() != rank ||
       query.getShape().drop_back(2) != key.getShape().drop_back(2) ||
       query.getShape().drop_back(2) != value.getShape().drop_back(2))
-    return emitOpError() << "needs query, key and value of one rank (2 or more) and the same "
-                            "leading dimensions, got "
-                         << query << ", " << key << " and " << value;
+    return op->emitOpError() << "needs query, key and value of one rank (2 or more) and the same "
+                                "leading dimensions, got "
+                             << query << ", " << key << " and " << value;
   int64_t s = query.getDimSize(rank - 2), d = query.getDimSize(rank - 1);
   int64_t t = key.getDimSize(rank - 2), dv = value.getDimSize(rank - 1);
   if (key.getDimSize(rank - 1) != d || value.getDimSize(rank - 2) != t)
-    return emitOpError() << "needs keys of the queries' width and a value per key, got " << query
-                         << ", " << key << " and " << value;
+    return op->emitOpError() << "needs keys of the queries' width and a value per key, got "
+                             << query << ", " << key << " and " << value;
   SmallVector<int64_t> expected(query.getShape());
   expected.back() = dv;
   if (result.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError() << "result " << result << " must have shape "
-                         << RankedTensorType::get(expected, query.getElementType());
-  if (getCausal() && s != t)
-    return emitOpError() << "with causal needs as many keys as queries, got " << s << " and "
-                         << t;
+    return op->emitOpError() << "result " << result << " must have shape "
+                             << RankedTensorType::get(expected, query.getElementType());
+  if (causal && s != t)
+    return op->emitOpError() << "with causal needs as many keys as queries, got " << s << " and "
+                             << t;
+  if (lseValue) {
+    auto lse = cast<RankedTensorType>(lseValue.getType());
+    if (lse.getShape() != query.getShape().drop_back())
+      return op->emitOpError() << "log-sum-exp " << lse << " must have shape "
+                               << RankedTensorType::get(query.getShape().drop_back(),
+                                                        lse.getElementType());
+  }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult(), getLse(),
+                         getScale(), getCausal());
+}
+
+/// exec.attention_grad: exec.attention's operands, output and log-sum-exp;
+/// the output's gradient of its type; and the gradients of the query, key
+/// and value of theirs.
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getOutput(), getLse(),
+                             getScale(), getCausal())))
+    return failure();
+  if (getGrad().getType() != getOutput().getType())
+    return emitOpError() << "gradient " << getGrad().getType() << " must have the output's type "
+                         << getOutput().getType();
+  for (auto [operand, gradient] : {std::make_pair(getQuery(), getQueryGrad()),
+                                   std::make_pair(getKey(), getKeyGrad()),
+                                   std::make_pair(getValue(), getValueGrad())})
+    if (operand.getType() != gradient.getType())
+      return emitOpError() << "gradient " << gradient.getType() << " must have its operand's type "
+                           << operand.getType();
   return success();
 }
 

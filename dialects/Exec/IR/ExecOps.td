@@ -454,6 +454,13 @@ def Exec_AttentionOp : Exec_Op<"attention", [Pure]> {
     computes the three ops in f32 per batch entry and rounds the result
     once.
 
+    Where a training step's backward reads the attention
+    (`exec.attention_grad`), the op has a second result `lse`, f32
+    `[..., S]`: each query row's log-sum-exp, the natural logarithm of
+    the sum over its keys of exp(score * scale), the masked keys left out.
+    It is what the backward needs to recompute any probability from its
+    score alone.
+
     ```mlir
     %o = exec.attention %q, %k, %v scale %s causal
         : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<bf16>)
@@ -462,10 +469,51 @@ def Exec_AttentionOp : Exec_Op<"attention", [Pure]> {
   }];
   let arguments = (ins Exec_FloatTensor:$query, Exec_FloatTensor:$key, Exec_FloatTensor:$value,
                        Optional<0DTensorOf<[F32, BF16]>>:$scale, UnitAttr:$causal);
-  let results = (outs Exec_FloatTensor:$result);
+  let results = (outs Exec_FloatTensor:$result, Optional<StaticShapeTensorOf<[F32]>>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`scale` $scale^)? (`causal` $causal^)? attr-dict `:`
     functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_AttentionGradOp : Exec_Op<"attention_grad", [Pure]> {
+  let summary = "the gradients of exec.attention's query, key and value in one pass, the "
+                "scores never in memory (--exec-fuse)";
+  let description = [{
+    Given an `exec.attention`'s operands (`query [..., S, D]`, `key [...,
+    T, D]`, `value [..., T, D]`, the scale and mask), its result `output`,
+    its log-sum-exp `lse` and the gradient of its result `grad`, the
+    gradients of the query, key and value, of their shapes. With the
+    probabilities `P = exp(scores * scale - lse)` (0 where masked):
+
+    - `value_grad = P^T grad`
+    - `dS = P * (grad value^T - rowsum(grad * output)) * scale`
+    - `query_grad = dS key`, `key_grad = dS^T query`
+
+    what `graph.matmul`, `exec.softmax_grad` and `graph.matmul` compute
+    from the probabilities (`rowsum(grad * output)` equals their
+    `rowsum(P * (grad value^T))`), without the `[..., S, T]`
+    probabilities or their gradient anywhere in memory. The GPU recomputes
+    them tile by tile in bf16 on tensor cores (flash attention's
+    backward); the CPU computes them in f32 per batch entry and rounds
+    each gradient once.
+
+    ```mlir
+    %dq, %dk, %dv = exec.attention_grad %q, %k, %v, %o, %lse, %do scale %s causal
+        : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>,
+           tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>, tensor<2x4x8x16xbf16>, tensor<bf16>)
+        -> (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>)
+    ```
+  }];
+  let arguments = (ins Exec_FloatTensor:$query, Exec_FloatTensor:$key, Exec_FloatTensor:$value,
+                       Exec_FloatTensor:$output, StaticShapeTensorOf<[F32]>:$lse, Exec_FloatTensor:$grad,
+                       Optional<0DTensorOf<[F32, BF16]>>:$scale, UnitAttr:$causal);
+  let results = (outs Exec_FloatTensor:$query_grad, Exec_FloatTensor:$key_grad,
+                      Exec_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $output `,` $lse `,` $grad (`scale` $scale^)?
+    (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -326,6 +326,52 @@ func.func @attention_values() {
 // -----
 
 sbp.mesh @m axes ["a"] shape [2]
+func.func @attention_lse() {
+  %q = exec.load "input" "q" global [2, 4, 8] [B] : tensor<2x4x8xbf16>
+  // expected-error @+1 {{'exec.attention' op log-sum-exp 'tensor<2x8xf32>' must have shape 'tensor<2x4xf32>'}}
+  %o, %lse = exec.attention %q, %q, %q : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @attention_grad_grad() {
+  %q = exec.load "input" "q" global [2, 4, 8] [B] : tensor<2x4x8xbf16>
+  %lse = exec.load "input" "lse" global [2, 4] [B] : tensor<2x4xf32>
+  %g = exec.load "input" "g" global [2, 4, 6] [B] : tensor<2x4x6xbf16>
+  // expected-error @+1 {{'exec.attention_grad' op gradient 'tensor<2x4x6xbf16>' must have the output's type 'tensor<2x4x8xbf16>'}}
+  %dq, %dk, %dv = exec.attention_grad %q, %q, %q, %q, %lse, %g : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4xf32>, tensor<2x4x6xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @attention_grad_results() {
+  %q = exec.load "input" "q" global [2, 4, 8] [B] : tensor<2x4x8xbf16>
+  %k = exec.load "input" "k" global [2, 6, 8] [B] : tensor<2x6x8xbf16>
+  %lse = exec.load "input" "lse" global [2, 4] [B] : tensor<2x4xf32>
+  // expected-error @+1 {{'exec.attention_grad' op gradient 'tensor<2x4x8xbf16>' must have its operand's type 'tensor<2x6x8xbf16>'}}
+  %dq, %dk, %dv = exec.attention_grad %q, %k, %k, %q, %lse, %q : (tensor<2x4x8xbf16>, tensor<2x6x8xbf16>, tensor<2x6x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4xf32>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x6x8xbf16>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @attention_grad_causal() {
+  %q = exec.load "input" "q" global [2, 4, 8] [B] : tensor<2x4x8xbf16>
+  %k = exec.load "input" "k" global [2, 6, 8] [B] : tensor<2x6x8xbf16>
+  %lse = exec.load "input" "lse" global [2, 4] [B] : tensor<2x4xf32>
+  // expected-error @+1 {{'exec.attention_grad' op with causal needs as many keys as queries, got 4 and 6}}
+  %dq, %dk, %dv = exec.attention_grad %q, %k, %k, %q, %lse, %q causal : (tensor<2x4x8xbf16>, tensor<2x6x8xbf16>, tensor<2x6x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4xf32>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x6x8xbf16>, tensor<2x6x8xbf16>)
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
 func.func @causal_matmul_kind() {
   %x = exec.load "input" "x" global [2, 4, 4] [B] : tensor<2x4x4xf32>
   // expected-error @+1 {{'exec.causal_matmul' op needs exactly one of lower_lhs and lower_result}}

@@ -21,6 +21,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 // Blocks run one after another, so a function's one static copy serves as
 // each block's shared memory in turn.
 #define __shared__ static
