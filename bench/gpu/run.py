@@ -19,8 +19,7 @@ training step):
   compiled with `--fused-attention=false` (the rows "sbpc (attention
   unfused)": attention as scores, softmax and a second product, and their
   gradients as products and the softmax's gradient, beside flash
-  attention's forward and backward), and the bf16 training step with
-  `--recompute selective`;
+  attention's forward and backward);
 - PyTorch eager and `torch.compile`: the same model written here (pre-LN
   blocks, causal attention, tanh GELU, tied head) on the same parameters,
   timed with CUDA events over the same number of runs after warm-up; bf16
@@ -199,8 +198,7 @@ def gemm_model(T, K, N, epilogue):
 # Programs compiled a second way, beside the default, and what sets them
 # apart: (workload, precision, compile flags, the variant's name).
 VARIANTS = [("forward", "bf16", ["--fused-attention=false"], "attention unfused"),
-            ("train", "bf16", ["--fused-attention=false"], "attention unfused"),
-            ("train", "bf16", ["--recompute", "selective"], "selective recomputation")]
+            ("train", "bf16", ["--fused-attention=false"], "attention unfused")]
 
 
 def compile_program(args, model, out, precision, train=False, flags=()):

@@ -466,16 +466,19 @@ void fuseAttentionGrad(Operation *ds) {
   auto qType = cast<RankedTensorType>(q.getType()), kType = cast<RankedTensorType>(k.getType());
   if (!attentionOperands(q, k, v) || dO.getType() != qType)
     return;
-  // The forward: p v, or an exec.attention of the same operands.
+  // The forward: p v, or an exec.attention of the same operands before the
+  // backward (the latest of them).
+  Operation *first = dvProduct->isBeforeInBlock(dpProduct) ? dvProduct : dpProduct;
   Operation *forward = output;
   if (!output)
     for (Operation *user : q.getUsers())
       if (auto attention = dyn_cast<exec::AttentionOp>(user))
         if (attention->getBlock() == block && attention.getQuery() == q &&
             attention.getKey() == k && attention.getValue() == v &&
-            attention.getScale() == scale && attention.getCausal() == causal)
+            attention.getScale() == scale && attention.getCausal() == causal &&
+            attention->isBeforeInBlock(first) &&
+            (!forward || forward->isBeforeInBlock(attention)))
           forward = attention;
-  Operation *first = dvProduct->isBeforeInBlock(dpProduct) ? dvProduct : dpProduct;
   if (!forward || !forward->isBeforeInBlock(first))
     return;
   OpBuilder b(forward);

@@ -482,9 +482,10 @@ def Exec_AttentionGradOp : Exec_Op<"attention_grad", [Pure]> {
                 "scores never in memory (--exec-fuse)";
   let description = [{
     Given an `exec.attention`'s operands (`query [..., S, D]`, `key [...,
-    T, D]`, `value [..., T, D]`, the scale and mask), its result `output`,
-    its log-sum-exp `lse` and the gradient of its result `grad`, the
-    gradients of the query, key and value, of their shapes. With the
+    T, D]`, `value [..., T, Dv]`, the scale and mask), its result `output`
+    `[..., S, Dv]`, its log-sum-exp `lse` and the gradient of its result
+    `grad`, the gradients of the query, key and value, of their shapes
+    (the GPU's kernels take Dv = D, as --exec-fuse makes them). With the
     probabilities `P = exp(scores * scale - lse)` (0 where masked):
 
     - `value_grad = P^T grad`
