@@ -5,8 +5,9 @@
 // columns (heads), the two output projections by input rows; their biases
 // follow the columns or stay broadcast. Everything else is broadcast, and
 // the residual stream is pinned broadcast on the tp axis (embeddings out,
-// layer norms in and out), which leaves one all-reduce per attention and
-// per MLP.
+// layer norms in and out; in training, the stream's gradient into and out
+// of the layer norms' gradients and into the embeddings'), which leaves
+// one all-reduce per attention and per MLP, each way.
 #include "compiler/Sbp/Strategies.h"
 
 #include "compiler/Sbp/ValueLayouts.h"
@@ -14,6 +15,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -145,16 +147,35 @@ void sbpc::pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdS
     auto constraint = b.create<sbp::ConstraintOp>(op->getLoc(), result.getType(), result, meshRef, attr);
     result.replaceAllUsesExcept(constraint.getResult(), constraint);
   };
+  // Each value pinned as an operand, once: its pinned value.
+  llvm::DenseMap<Value, Value> pinned;
+  auto pinOperand = [&](Operation *op, OpOperand &operand) {
+    Value value = operand.get();
+    Value &constraint = pinned[value];
+    if (!constraint) {
+      b.setInsertionPointAfterValue(value);
+      constraint = b.create<sbp::ConstraintOp>(op->getLoc(), value.getType(), value, meshRef, attr);
+    }
+    operand.set(constraint);
+  };
   fn.walk([&](Operation *op) {
     if (isa<graph::EmbeddingOp>(op))
       pinResult(op);
     if (auto norm = dyn_cast<graph::LayerNormOp>(op)) {
-      b.setInsertionPoint(norm);
-      Value input = norm.getInput();
-      auto constraint = b.create<sbp::ConstraintOp>(norm.getLoc(), input.getType(), input, meshRef, attr);
-      norm.getInputMutable().assign(constraint.getResult());
+      pinOperand(norm, norm.getInputMutable());
       pinResult(norm);
     }
+    // A training step's backward: the stream's gradient too, into and out
+    // of each layer norm's gradient and into the embeddings' (Megatron's
+    // backward all-reduces where its forward did); the norm's input is the
+    // forward's pinned one.
+    if (auto normGrad = dyn_cast<graph::LayerNormGradOp>(op)) {
+      pinOperand(normGrad, normGrad.getInputMutable());
+      pinOperand(normGrad, normGrad.getGradMutable());
+      pinResult(normGrad);
+    }
+    if (auto embeddingGrad = dyn_cast<graph::EmbeddingGradOp>(op))
+      pinOperand(embeddingGrad, embeddingGrad.getGradMutable());
   });
   sbprt::Mesh plain = mesh.toMesh();
   Operation *ret = fn.getBody().front().getTerminator();

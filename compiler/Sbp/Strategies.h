@@ -42,7 +42,10 @@ std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSigna
 
 /// Pins the residual stream of `fn` to `layout` with sbp.constraint ops:
 /// what embeddings produce, what layer norms take and produce, and the
-/// model's results where the layout fits them.
+/// model's results where the layout fits them; in a training step also
+/// the stream's gradient: what layer norms' gradients take (the forward's
+/// input, its pin shared, and the gradient) and produce, and what the
+/// embeddings' gradients take.
 void pinResidualStream(mlir::func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdSbp &layout);
 
 } // namespace sbpc
