@@ -131,6 +131,17 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
                         secondsText(num(b.value("est_time_s", json(0)))))
        << "     why: " << str(b["reason"]) << "\n";
   }
+  if (report.contains("fused_ops") && report["fused_ops"].is_object()) {
+    os << "\nFused ops (--exec-fuse), per program:\n";
+    for (const auto &[program, counts] : report["fused_ops"].items()) {
+      std::string line;
+      if (counts.is_object())
+        for (const auto &[op, count] : counts.items())
+          line += (line.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(num(count))) +
+                  " " + op;
+      os << "  " << program << ": " << (line.empty() ? "none" : line) << "\n";
+    }
+  }
   const json &totals = report["totals"];
   os << "\nTotals per rank and step: communication "
      << bytesText(num(totals["comm_bytes_per_rank"])) << ", estimated time "

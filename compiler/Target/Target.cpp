@@ -258,6 +258,16 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     llvm::errs() << "sbpc: building " << name << " (" << source << ")\n";
     if (failed(buildProgram(outputDir, name, options)))
       return failure();
+    // What --exec-fuse chose: how many of each op it makes.
+    nlohmann::json &fused = report["fused_ops"][name] = nlohmann::json::object();
+    program.walk([&](Operation *op) {
+      if (isa<exec::FusedOp, exec::LinearOp, exec::MatmulGeluGradOp, exec::MatmulBiasGradOp,
+              exec::CausalMatmulOp, exec::SoftmaxOp, exec::SoftmaxGradOp, exec::AttentionOp,
+              exec::AttentionGradOp>(op)) {
+        nlohmann::json &count = fused[op->getName().getStringRef().str()];
+        count = count.is_null() ? 1 : count.get<int64_t>() + 1;
+      }
+    });
     int64_t arena = program->getAttrOfType<IntegerAttr>(exec::kArenaBytes).getInt();
     for (int64_t rank : program->getAttrOfType<DenseI64ArrayAttr>(exec::kProgramRanks).asArrayRef()) {
       if (binaryOfRank.size() <= static_cast<size_t>(rank))
