@@ -182,7 +182,14 @@ void sbpc::pinResidualStream(func::FuncOp fn, sbp::MeshOp mesh, const sbprt::NdS
   b.setInsertionPoint(ret);
   for (OpOperand &result : ret->getOpOperands()) {
     Value v = result.get();
-    if (!sbprt::checkLayout(plain, layout, sbp::shapeOf(v)).empty())
+    // A training step's updated parameters and optimizer states (or
+    // reshapes of them) stay in their parameters' layouts, written shard by
+    // shard, not gathered.
+    Value made = v;
+    while (auto reshape = made.getDefiningOp<graph::ReshapeOp>())
+      made = reshape.getInput();
+    if (!sbprt::checkLayout(plain, layout, sbp::shapeOf(v)).empty() ||
+        made.getDefiningOp<graph::SgdUpdateOp>() || made.getDefiningOp<graph::AdamwUpdateOp>())
       continue;
     result.set(b.create<sbp::ConstraintOp>(ret->getLoc(), v.getType(), v, meshRef, attr));
   }

@@ -42,7 +42,9 @@ std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSigna
 
 /// Pins the residual stream of `fn` to `layout` with sbp.constraint ops:
 /// what embeddings produce, what layer norms take and produce, and the
-/// model's results where the layout fits them; in a training step also
+/// model's results where the layout fits them (not a training step's
+/// updated parameters and optimizer states, which stay split as their
+/// parameters are); in a training step also
 /// the stream's gradient: what layer norms' gradients take (the forward's
 /// input, its pin shared, and the gradient) and produce, and what the
 /// embeddings' gradients take.
