@@ -146,7 +146,13 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
   os << "\nTotals per rank and step: communication "
      << bytesText(num(totals["comm_bytes_per_rank"])) << ", estimated time "
      << secondsText(num(totals["estimated_step_time_s"])) << ", peak memory "
-     << bytesText(num(totals["peak_memory_bytes"])) << "\n";
+     << bytesText(num(totals["peak_memory_bytes"]));
+  // With --target, what the programs' memory plans hold: after fusion (a
+  // fused op's intermediates take no memory), exactly what a rank allocates.
+  if (totals.contains("arena_bytes_per_rank"))
+    os << " (the compiled programs' arena: " << bytesText(num(totals["arena_bytes_per_rank"]))
+       << ")";
+  os << "\n";
   if (totals.value("fits_device_memory", json(true)) == json(false))
     os << "Warning: the peak memory per rank exceeds the device's "
        << bytesText(num(report.value("cluster", json::object()).value("device_memory_bytes", json(0))))
