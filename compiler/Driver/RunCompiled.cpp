@@ -43,6 +43,22 @@ std::string failureLine(const std::string &log) {
   return last.empty() ? "the job failed without a message" : last;
 }
 
+/// Whether the job's log says mpirun could not start a rank at all: its
+/// "process rank R with PID 0 ... exiting improperly", and no rank's own
+/// failure. A loaded machine shows it now and then and a second launch
+/// does not; no rank ran the program, so the job can start again.
+bool launchFailed(const std::string &log) {
+  std::ifstream lines(log);
+  bool noProcess = false, improper = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("rank ", 0) == 0 && line.find(" failed in ") != std::string::npos)
+      return false;
+    noProcess |= line.find(" with PID 0 on") != std::string::npos;
+    improper |= line.find("exiting improperly") != std::string::npos;
+  }
+  return noProcess && improper;
+}
+
 /// The runtime's warnings in the job's log ("sbprt: warning: ..."), each
 /// once: they concern the user whether the job succeeds or fails.
 std::vector<std::string> runtimeWarnings(const std::string &log) {
@@ -184,23 +200,32 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   int64_t ranks = mesh.numDevices();
   if (!command.quiet)
     llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
-  // Each job gets an Open MPI session directory of its own (a short path:
-  // it holds sockets): jobs started at once, as tests in parallel, race to
-  // create the shared one under TMPDIR, and the loser's mpirun cannot start.
-  llvm::SmallString<128> session;
-  std::vector<std::string> environment;
-  if (!std::getenv("OMPI_MCA_orte_tmpdir_base") &&
-      !llvm::sys::fs::createUniqueDirectory("sbpc-mpi", session)) {
-    for (char **variable = environ; *variable; ++variable)
-      environment.emplace_back(*variable);
-    environment.push_back("OMPI_MCA_orte_tmpdir_base=" + session.str().str());
+  constexpr int kLaunches = 3;
+  int code = 0;
+  for (int launch = 1;; ++launch) {
+    // Each job gets an Open MPI session directory of its own (a short
+    // path: it holds sockets): jobs started at once, as tests in parallel,
+    // race to create the shared one under TMPDIR, and the loser's mpirun
+    // cannot start.
+    llvm::SmallString<128> session;
+    std::vector<std::string> environment;
+    if (!std::getenv("OMPI_MCA_orte_tmpdir_base") &&
+        !llvm::sys::fs::createUniqueDirectory("sbpc-mpi", session)) {
+      for (char **variable = environ; *variable; ++variable)
+        environment.emplace_back(*variable);
+      environment.push_back("OMPI_MCA_orte_tmpdir_base=" + session.str().str());
+    }
+    std::vector<llvm::StringRef> env(environment.begin(), environment.end());
+    code = llvm::sys::ExecuteAndWait(
+        argv[0], argv, environment.empty() ? std::nullopt : std::optional(llvm::ArrayRef(env)),
+        redirects, 0, 0, &error);
+    if (!session.empty())
+      llvm::sys::fs::remove_directories(session);
+    if (code == 0 || launch == kLaunches || !launchFailed(log))
+      break;
+    llvm::errs() << "sbpc: warning: mpirun could not start every rank (" << log
+                 << "); launching again (" << launch + 1 << " of " << kLaunches << ")\n";
   }
-  std::vector<llvm::StringRef> env(environment.begin(), environment.end());
-  int code = llvm::sys::ExecuteAndWait(
-      argv[0], argv, environment.empty() ? std::nullopt : std::optional(llvm::ArrayRef(env)),
-      redirects, 0, 0, &error);
-  if (!session.empty())
-    llvm::sys::fs::remove_directories(session);
   for (const std::string &warning : runtimeWarnings(log))
     llvm::errs() << warning << "\n";
   if (code != 0)
