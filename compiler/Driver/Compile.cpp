@@ -152,9 +152,13 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     pinResidualStream(model->func, meshOp, *seeds->residualStream);
 
   // Under bf16 the boxings and costs count 2-byte elements where the
-  // programs will hold them (sbp::ElementSizes).
-  if (command.precision == "bf16")
+  // programs will hold them, and the memory estimates leave out what flash
+  // attention never stores (sbp::ElementSizes).
+  if (command.precision == "bf16") {
     (*module)->setAttr(sbp::kModulePrecision, b.getStringAttr("bf16"));
+    if (command.fusedAttention)
+      (*module)->setAttr(sbp::kModuleFusedAttention, b.getUnitAttr());
+  }
 
   // The search or propagation chooses every signature, ZeRO splits the
   // updates of a training step, boxing makes every change explicit.

@@ -3,8 +3,9 @@
 // Per op: its chosen layouts and its compute time on local shapes. Per
 // boxing: the plan insert-boxing recorded and its α-β time. Totals add
 // them up without overlap; memory is parameters and inputs for the whole
-// step plus the peak of live activations, all on local shapes (an
-// estimate until the memory planner exists).
+// step plus the peak of live activations, all on local shapes, leaving out
+// what flash attention never stores (an estimate: the compiled programs'
+// arena is in totals.arena_bytes_per_rank).
 #include "compiler/Report/Report.h"
 
 #include "compiler/Sbp/Signatures.h"
@@ -155,8 +156,10 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       // Results become live; values whose last use this is die after it.
       for (Value result : op.getResults()) {
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
-        double bytes =
-            layout ? static_cast<double>(localBytes(mesh, *layout, result, sizes.of(result))) : 0;
+        double bytes = layout ? static_cast<double>(localBytes(mesh, *layout, result,
+                                                               sizes.of(result))) *
+                                    sizes.storedShare(result)
+                              : 0;
         live += bytes;
         Operation *last = nullptr;
         for (Operation *user : result.getUsers())

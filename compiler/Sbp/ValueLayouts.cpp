@@ -89,10 +89,13 @@ double computeSecondsOf(Operation *op, const NdSignature &sig, const sbprt::Mesh
                         const Cluster &cluster, const ElementSizes &sizes) {
   std::vector<Shape> operands, results;
   double bytes = 0;
+  // Bytes touched: what flash attention never stores is neither read nor
+  // written.
   auto local = [&](Value v, size_t elementBytes, const sbprt::NdSbp &layout,
                    std::vector<Shape> &out) {
     std::vector<int64_t> shape = localShape(mesh, layout, shapeOf(v));
-    bytes += static_cast<double>(elementBytes) * sbprt::numElements(shape);
+    bytes += static_cast<double>(elementBytes) * sbprt::numElements(shape) *
+             sizes.storedShare(v);
     out.emplace_back(shape.begin(), shape.end());
   };
   for (auto [use, layout] : llvm::zip(op->getOpOperands(), sig.operands))
@@ -115,6 +118,18 @@ ElementSizes::ElementSizes(func::FuncOp fn) {
   };
   auto isStore = [](Operation *op) { return isa<func::ReturnOp>(op); };
   storage = graph::findF32Storage(fn.getBody().front(), isInput, isStore);
+  if (module->hasAttr(kModuleFusedAttention))
+    attention = graph::findFusedAttention(fn.getBody().front(),
+                                          [&](Value v) { return of(v) == 2; });
+}
+
+double ElementSizes::storedShare(Value value) const {
+  if (!attention || !attention->unstored.contains(value))
+    return 1.0;
+  if (!attention->withLogSumExp.contains(value))
+    return 0.0;
+  int64_t keys = cast<RankedTensorType>(value.getType()).getShape().back();
+  return 4.0 / (static_cast<double>(of(value)) * static_cast<double>(keys));
 }
 
 static bool isFloat(Value value) {

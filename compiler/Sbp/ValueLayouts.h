@@ -6,6 +6,7 @@
 #include "compiler/Cost/CostModel.h"
 #include "compiler/Sbp/BoxingPlanner.h"
 #include "compiler/Sbp/Signatures.h"
+#include "dialects/Graph/IR/FusedAttention.h"
 #include "dialects/Graph/IR/Precision.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 
@@ -42,12 +43,19 @@ constexpr llvm::StringLiteral kGatherPerUse = "sbp.gather_per_use";
 /// compile --precision bf16), so that boxings and costs count 2-byte
 /// elements where --exec-bf16 will store them.
 constexpr llvm::StringLiteral kModulePrecision = "sbp.precision";
+/// Module attribute (unit), with kModulePrecision bf16: the programs will
+/// compute attention as flash attention (sbpc compile --fused-attention,
+/// on by default), so the memory estimates leave out the scores and
+/// probabilities that --exec-fuse keeps out of memory.
+constexpr llvm::StringLiteral kModuleFusedAttention = "sbp.fused_attention";
 /// sbp.boxing attribute: the boxing moves bf16 elements of its f32 value.
 constexpr llvm::StringLiteral kBoxingBf16 = "sbp.bf16";
 
 /// The element sizes a laid-out function's values will have in its
 /// programs: their types' in f32, and under bf16 2 bytes for every float
-/// value and use that graph::findF32Storage does not keep in f32.
+/// value and use that graph::findF32Storage does not keep in f32. Under
+/// flash attention (kModuleFusedAttention), also which values the programs
+/// never store.
 class ElementSizes {
 public:
   /// Every value at its type's size.
@@ -62,9 +70,15 @@ public:
   bool computesInBf16(mlir::Operation *op) const {
     return storage && !storage->ops.contains(op);
   }
+  /// The share of `value`'s bytes (at of(value) an element) its programs
+  /// store: 1, or 0 for what flash attention keeps out of memory, or for
+  /// probabilities whose forward keeps their log-sum-exp instead, that
+  /// ([..., S] f32 of [..., S, T]).
+  double storedShare(mlir::Value value) const;
 
 private:
   std::optional<graph::F32Storage> storage;
+  std::optional<graph::FusedAttention> attention;
 };
 
 /// Bytes of an element a boxing moves (its kBoxingBf16 attribute).

@@ -4,6 +4,8 @@
 
 #include "runtime/Tensor.h"
 
+#include "llvm/ADT/bit.h"
+
 using namespace mlir;
 
 namespace sbpc::search {
@@ -31,7 +33,7 @@ void SearchProblem::intern(Candidates &candidates, ArrayRef<Value> outputs) {
     double bytes = 0;
     for (auto [layout, output] : llvm::zip(sig.results, outputs)) {
       candidates.resultIds.back().push_back(layoutId(layout));
-      bytes += localBytes(output, candidates.resultIds.back().back());
+      bytes += storedBytes(output, candidates.resultIds.back().back());
     }
     candidates.outputBytes.push_back(bytes);
     candidates.axisIds.emplace_back();
@@ -58,13 +60,22 @@ void SearchProblem::intern(Candidates &candidates, ArrayRef<Value> outputs) {
 const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error) {
   std::vector<const void *> key{op->getName().getAsOpaquePointer(),
                                 op->getAttrDictionary().getAsOpaquePointer()};
-  for (Type t : op->getOperandTypes())
-    key.push_back(t.getAsOpaquePointer());
+  // How much of a value is stored (sbp::ElementSizes::storedShare).
+  auto share = [&](Value v) {
+    return reinterpret_cast<const void *>(
+        static_cast<uintptr_t>(llvm::bit_cast<uint64_t>(sizes_.storedShare(v))));
+  };
+  for (Value operand : op->getOperands()) {
+    key.push_back(operand.getType().getAsOpaquePointer());
+    key.push_back(share(operand));
+  }
   key.push_back(nullptr);
   for (Type t : op->getResultTypes())
     key.push_back(t.getAsOpaquePointer());
-  for (Value result : op->getResults()) // bf16 or f32 where it is stored
+  for (Value result : op->getResults()) { // bf16 or f32 where it is stored, if it is
     key.push_back(reinterpret_cast<const void *>(sizes_.of(result)));
+    key.push_back(share(result));
+  }
   if (auto it = candidatesByKey_.find(key); it != candidatesByKey_.end())
     return it->second;
   auto candidates = std::make_unique<Candidates>();
@@ -223,6 +234,10 @@ double SearchProblem::localBytes(Value value, int id) {
   return it->second;
 }
 
+double SearchProblem::storedBytes(Value value, int id) {
+  return localBytes(value, id) * sizes_.storedShare(value);
+}
+
 /// The layout input k of node n gets from its source under `choice`.
 static int sourceLayout(SearchProblem &problem, const std::vector<size_t> &choice, size_t n,
                         size_t k) {
@@ -271,7 +286,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     if (isa<sbp::ConstraintOp>(node.op))
       continue;
     for (auto [r, result] : llvm::enumerate(node.outputs)) {
-      double bytes = problem.localBytes(result, node.outputLayout(choice[n], r));
+      double bytes = problem.storedBytes(result, node.outputLayout(choice[n], r));
       live += bytes;
       freedAfter[problem.isUsed(result) ? problem.lastUse(result) : n] += bytes;
     }

@@ -98,6 +98,8 @@ public:
   }
   /// Bytes of `value` per rank under layout `id`.
   double localBytes(mlir::Value value, int id);
+  /// Of those, the bytes its programs store (sbp::ElementSizes::storedShare).
+  double storedBytes(mlir::Value value, int id);
   /// What solvers minimize for node n's choice c: its compute plus, while
   /// a memory price is set, that price times the bytes it defines.
   double nodeCost(size_t n, size_t c) const {

@@ -1,5 +1,6 @@
 // --exec-fuse: elementwise chains of an exec program into exec.fused ops.
 #include "dialects/Exec/IR/ExecOps.h"
+#include "dialects/Graph/IR/FusedAttention.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Exec/Passes.h"
 
@@ -18,6 +19,11 @@ namespace sbpc::exec {
 
 using namespace mlir;
 using namespace sbpc;
+using graph::attentionShapes;
+using graph::lhsReaders;
+using graph::overLastAxis;
+using graph::scaledOperand;
+using graph::soleProducer;
 
 namespace {
 
@@ -75,27 +81,6 @@ void fuse(ArrayRef<Operation *> chain) {
   root->getResult(0).replaceAllUsesWith(fused.getResult());
   for (Operation *op : llvm::reverse(chain))
     op->erase();
-}
-
-/// `value`, when one op uses it and `op` made it in `block`.
-template <typename OpTy> OpTy soleProducer(Value value, Block *block) {
-  auto op = value.getDefiningOp<OpTy>();
-  return op && op->getBlock() == block && value.hasOneUse() ? op : OpTy();
-}
-
-/// `mul`'s operand that is not the 0-d scale, and the scale, when it
-/// multiplies by a scalar.
-std::optional<std::pair<Value, Value>> scaledOperand(graph::MulOp mul) {
-  auto isScalar = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank() == 0; };
-  if (isScalar(mul.getRhs()) && mul.getLhs().getType() == mul.getResult().getType())
-    return std::make_pair(mul.getLhs(), mul.getRhs());
-  if (isScalar(mul.getLhs()) && mul.getRhs().getType() == mul.getResult().getType())
-    return std::make_pair(mul.getRhs(), mul.getLhs());
-  return std::nullopt;
-}
-
-bool overLastAxis(Value value, int64_t axis) {
-  return axis == cast<RankedTensorType>(value.getType()).getRank() - 1;
 }
 
 /// softmax(causal_mask(x * s)) over the last axis, with the mask or the
@@ -358,14 +343,8 @@ void fuseResidual(graph::AddOp add) {
 /// and v [..., T, D]: bf16, one rank (3 or more) and the same leading
 /// dimensions, heads of an even width up to 128.
 bool attentionOperands(Value q, Value k, Value v) {
-  auto qType = cast<RankedTensorType>(q.getType());
-  auto kType = cast<RankedTensorType>(k.getType()), vType = cast<RankedTensorType>(v.getType());
-  int64_t rank = qType.getRank(), d = qType.getShape().back();
-  return qType.getElementType().isBF16() && rank >= 3 && kType == vType &&
-         kType.getRank() == rank && kType.getElementType() == qType.getElementType() &&
-         kType.getShape().back() == d &&
-         qType.getShape().drop_back(2) == kType.getShape().drop_back(2) && d > 0 && d % 2 == 0 &&
-         d <= 128;
+  return cast<RankedTensorType>(q.getType()).getElementType().isBF16() &&
+         attentionShapes(q, k, v);
 }
 
 /// matmul(softmax(matmul(q, k^T)), v), the softmax an exec.softmax (its
@@ -395,26 +374,6 @@ void fuseAttention(Operation *softmax, Value scale, bool causal) {
   product->erase();
   softmax->erase();
   scores->erase();
-}
-
-/// The two matmuls in `block` that read `value` as their lhs and nothing
-/// else, neither transposing its rhs: one as it is, one transposing it
-/// (either may be missing); false where `value` has other readers.
-bool lhsReaders(Value value, Operation *except, Block *block, graph::MatmulOp &plain,
-                graph::MatmulOp &transposed) {
-  for (Operation *user : value.getUsers()) {
-    if (user == except)
-      continue;
-    auto matmul = dyn_cast<graph::MatmulOp>(user);
-    if (!matmul || matmul->getBlock() != block || matmul.getLhs() != value ||
-        matmul.getRhs() == value || matmul.getTransposeRhs())
-      return false;
-    graph::MatmulOp &slot = matmul.getTransposeLhs() ? transposed : plain;
-    if (slot)
-      return false;
-    slot = matmul;
-  }
-  return true;
 }
 
 /// Attention's backward around `ds`, the gradient of its scores (an

@@ -165,11 +165,50 @@ func.func @recomputed() attributes {exec.ranks = array<i64: 0>} {
 // CHECK-NOT: graph.
 // CHECK: return
 
+// The same as the pass finds it (the forward still graph ops, fused in the
+// same run), scaled and masked.
+func.func @recomputed_graph() attributes {exec.ranks = array<i64: 0>} {
+  %q = exec.load "input" "q" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %k = exec.load "input" "k" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %v = exec.load "input" "v" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %s = exec.load "param" "s" global [] [B] : tensor<bf16>
+  %0 = graph.matmul %q, %k transpose_rhs {graph.selective} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %1 = graph.mul %0, %s {graph.selective} : (tensor<2x8x8xbf16>, tensor<bf16>) -> tensor<2x8x8xbf16>
+  %2 = graph.causal_mask %1 {graph.selective} : tensor<2x8x8xbf16>
+  %3 = graph.softmax %2 axis = 2 {graph.selective} : tensor<2x8x8xbf16>
+  %o = graph.matmul %3, %v {graph.selective} : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  exec.store %o "o" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %do = exec.load "input" "do" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %dp = graph.matmul %do, %v transpose_rhs : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %4 = graph.matmul %q, %k transpose_rhs {graph.selective} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %5 = graph.mul %4, %s {graph.selective} : (tensor<2x8x8xbf16>, tensor<bf16>) -> tensor<2x8x8xbf16>
+  %6 = graph.causal_mask %5 {graph.selective} : tensor<2x8x8xbf16>
+  %p = graph.softmax %6 axis = 2 {graph.selective} : tensor<2x8x8xbf16>
+  %dv = graph.matmul %p, %do transpose_lhs : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %7 = graph.softmax_grad %p, %dp axis = 2 : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x8xbf16>
+  %8 = graph.causal_mask_grad %7 : tensor<2x8x8xbf16>
+  %ds = graph.mul %8, %s : (tensor<2x8x8xbf16>, tensor<bf16>) -> tensor<2x8x8xbf16>
+  %dq = graph.matmul %ds, %k : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %dk = graph.matmul %ds, %q transpose_lhs : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  exec.store %dq "dq" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  exec.store %dk "dk" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  exec.store %dv "dv" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  return
+}
+
+// CHECK-LABEL: func.func @recomputed_graph()
+// CHECK: %[[O:.*]], %[[LSE:.*]] = exec.attention %[[Q:.*]], %[[K:.*]], %[[V:.*]] scale %[[S:.*]] causal {graph.selective} : {{.*}} -> (tensor<2x8x16xbf16>, tensor<2x8xf32>)
+// CHECK-NEXT: exec.store %[[O]] "o"
+// CHECK-NEXT: %[[DO:.*]] = exec.load "input" "do"
+// CHECK-NEXT: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = exec.attention_grad %[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %[[DO]] scale %[[S]] causal : {{.*}} -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+// CHECK-NOT: graph.
+// CHECK: return
+
 // -----
 
 // What stays: probabilities something else reads too (here stored), a
-// gradient of the scores something else reads, a forward exec.attention of
-// other values, f32.
+// gradient of the scores something else reads, f32; a forward
+// exec.attention of other values (the second function).
 sbp.mesh @m axes ["x"] shape [1]
 func.func @backward_stays() attributes {exec.ranks = array<i64: 0>} {
   %q = exec.load "input" "q" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
@@ -201,18 +240,6 @@ func.func @backward_stays() attributes {exec.ranks = array<i64: 0>} {
   exec.store %dq1 "dq1" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
   exec.store %dk1 "dk1" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
   exec.store %dv1 "dv1" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
-  %o2 = exec.attention %q, %q, %do : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
-  %2 = graph.matmul %q, %q transpose_rhs : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
-  %p2 = graph.softmax %2 axis = 2 : tensor<2x8x8xbf16>
-  %dv2 = graph.matmul %p2, %do transpose_lhs : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
-  %dp2 = graph.matmul %do, %v transpose_rhs : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
-  %ds2 = graph.softmax_grad %p2, %dp2 axis = 2 : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x8xbf16>
-  %dq2 = graph.matmul %ds2, %q : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
-  %dk2 = graph.matmul %ds2, %q transpose_lhs : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
-  exec.store %o2 "o2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
-  exec.store %dq2 "dq2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
-  exec.store %dk2 "dk2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
-  exec.store %dv2 "dv2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
   %f = exec.load "input" "f" global [2, 8, 16] [B] : tensor<2x8x16xf32>
   %3 = graph.matmul %f, %f transpose_rhs : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
   %p3 = graph.softmax %3 axis = 2 : tensor<2x8x8xf32>
@@ -230,6 +257,29 @@ func.func @backward_stays() attributes {exec.ranks = array<i64: 0>} {
 }
 
 // CHECK-LABEL: func.func @backward_stays()
+// CHECK-NOT: exec.attention
+// CHECK: return
+
+func.func @backward_other_forward() attributes {exec.ranks = array<i64: 0>} {
+  %q = exec.load "input" "q" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %v = exec.load "input" "v" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %do = exec.load "input" "do" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  %o2 = exec.attention %q, %q, %do : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %2 = graph.matmul %q, %q transpose_rhs : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %p2 = graph.softmax %2 axis = 2 : tensor<2x8x8xbf16>
+  %dv2 = graph.matmul %p2, %do transpose_lhs : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %dp2 = graph.matmul %do, %v transpose_rhs : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x8xbf16>
+  %ds2 = graph.softmax_grad %p2, %dp2 axis = 2 : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x8xbf16>
+  %dq2 = graph.matmul %ds2, %q : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %dk2 = graph.matmul %ds2, %q transpose_lhs : (tensor<2x8x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  exec.store %o2 "o2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  exec.store %dq2 "dq2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  exec.store %dk2 "dk2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  exec.store %dv2 "dv2" global [2, 8, 16] [B] : tensor<2x8x16xbf16>
+  return
+}
+
+// CHECK-LABEL: func.func @backward_other_forward()
 // CHECK-NOT: exec.attention_grad
 // CHECK: exec.attention %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
 // CHECK-NOT: exec.attention

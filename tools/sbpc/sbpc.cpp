@@ -182,8 +182,9 @@ static cl::opt<bool> compileFusedAttention(
     "fused-attention",
     cl::desc("With --precision bf16 and --target: attention's scores, softmax and product by "
              "the values as one op, and in training their gradients as one more, the scores "
-             "never in memory (flash attention on the GPU; heads of an even width up to 128). "
-             "On by default; =false keeps them apart"),
+             "never in memory (flash attention on the GPU; heads of an even width up to 128), "
+             "nor in the search's and the report's memory estimates. On by default; =false "
+             "keeps them apart"),
     cl::init(true), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
                                   cl::desc("Compile one training step: the loss's gradients "
