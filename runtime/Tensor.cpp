@@ -68,4 +68,11 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)),
       storage_(static_cast<size_t>(sbprt::numElements(shape_)) * dtypeSize(dtype)) {}
 
+bool Tensor::reshape(std::vector<int64_t> shape) {
+  if (sbprt::numElements(shape) != numElements())
+    return false;
+  shape_ = std::move(shape);
+  return true;
+}
+
 } // namespace sbprt

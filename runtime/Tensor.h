@@ -39,6 +39,9 @@ public:
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t numElements() const { return sbprt::numElements(shape_); }
   size_t numBytes() const { return storage_.size(); }
+  /// Views the same elements, row-major, as `shape`; false (and unchanged)
+  /// where its element count differs.
+  bool reshape(std::vector<int64_t> shape);
 
   void *data() { return storage_.data(); }
   const void *data() const { return storage_.data(); }

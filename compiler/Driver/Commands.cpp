@@ -6,6 +6,7 @@
 #include "compiler/Report/Report.h"
 #include "compiler/Support/Diagnostics.h"
 #include "compiler/Support/Paths.h"
+#include "dialects/Graph/IR/GraphOps.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/Safetensors.h"
 
@@ -153,7 +154,11 @@ LogicalResult sbpc::runReference(MLIRContext &ctx, const RunCommand &command) {
 
   if (std::error_code ec = llvm::sys::fs::create_directories(command.outputDir))
     return reportError(command.outputDir + ": cannot create: " + ec.message());
-  for (auto [name, tensor] : llvm::zip(signature->outputs, *results)) {
+  for (auto [i, name, tensor] : llvm::enumerate(signature->outputs, *results)) {
+    // In the shape its file has (graph.param_shape), if another.
+    if (auto stored = signature->func.getResultAttrOfType<DenseI64ArrayAttr>(
+            i, graph::GraphDialect::kParamShapeAttr))
+      (void)tensor.reshape(std::vector<int64_t>(stored.asArrayRef().begin(), stored.asArrayRef().end()));
     llvm::SmallString<256> path(command.outputDir);
     llvm::sys::path::append(path, name + ".npy");
     std::string error;

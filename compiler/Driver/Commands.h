@@ -56,6 +56,8 @@ struct ProgramManifest {
   struct Output {
     std::string name;
     sbprt::NdSbp layout;
+    /// The shape of its file (its global shape, or a reshape of it).
+    std::vector<int64_t> storedShape;
   };
   sbprt::Mesh mesh;
   std::vector<Load> loads;

@@ -111,7 +111,13 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
           sbprt::parseLayout(output.at("layout").get<std::string>());
       if (!layout)
         throw std::runtime_error("output '" + name + "' has no layout");
-      manifest.outputs.push_back({name, *layout});
+      auto shape = output.at("shape").get<std::vector<int64_t>>();
+      auto stored = output.value("stored_shape", shape);
+      if (sbprt::numElements(stored) != sbprt::numElements(shape))
+        throw std::runtime_error("output '" + name + "' of shape " + sbprt::shapeToString(shape) +
+                                 " stored as " + sbprt::shapeToString(stored) +
+                                 ", another number of elements");
+      manifest.outputs.push_back({name, *layout, stored});
     }
   } catch (const std::exception &e) {
     // nlohmann's "[json.exception.type_error.302] type must be ..." without
@@ -253,6 +259,9 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
                            "'");
     }
     sbprt::Tensor global = sbprt::sim::assemble(parts, mesh, *layout);
+    if (!global.reshape(output.storedShape))
+      return reportError("internal: output '" + name + "' assembled as " +
+                         sbprt::shapeToString(global.shape()) + ", not as program.json says");
     std::string path = joinPath(command.outputDir, name + ".npy");
     if (!sbprt::io::writeNpy(path, global, error))
       return reportError(error);

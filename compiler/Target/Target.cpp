@@ -293,19 +293,24 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
         // The files' types: a bf16 value is read from and written as f32.
         return cast<RankedTensorType>(type).getElementType().isInteger(64) ? "int64" : "float32";
       };
+      // The shape in the file: `stored` where the op has one.
+      auto fileShape = [](std::optional<ArrayRef<int64_t>> stored, ArrayRef<int64_t> global) {
+        return (stored ? *stored : global).vec();
+      };
       if (auto load = dyn_cast<exec::LoadOp>(op))
         manifestLoads.push_back({{"kind", load.getKind().str()},
                                   {"name", load.getName().str()},
                                   {"dtype", dtype(load.getType())},
                                   {"shape", load.getGlobalShape()},
-                                  {"stored_shape", load.getStoredShape()
-                                                       ? load.getStoredShape()->vec()
-                                                       : load.getGlobalShape().vec()},
+                                  {"stored_shape", fileShape(load.getStoredShape(),
+                                                             load.getGlobalShape())},
                                   {"layout", layoutText(load.getLayout())}});
       else if (auto store = dyn_cast<exec::StoreOp>(op))
         manifestOutputs.push_back({{"name", store.getName().str()},
                                    {"dtype", dtype(store.getValue().getType())},
                                    {"shape", store.getGlobalShape()},
+                                   {"stored_shape", fileShape(store.getStoredShape(),
+                                                              store.getGlobalShape())},
                                    {"layout", layoutText(store.getLayout())}});
     });
   }

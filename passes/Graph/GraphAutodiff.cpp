@@ -149,12 +149,6 @@ LogicalResult differentiate(func::FuncOp fn, StringRef lossName, StringRef recom
     if (!grad)
       grad = b.create<ConstantOp>(
           ret.getLoc(), DenseElementsAttr::get(cast<RankedTensorType>(param.getType()), 0.0f));
-    // A parameter stored in another shape (GPT-2's fused c_attn weight) gets
-    // its gradient in that shape, as the checkpoint holds it.
-    if (auto stored = fn.getArgAttrOfType<DenseI64ArrayAttr>(param.getArgNumber(),
-                                                             GraphDialect::kParamShapeAttr))
-      grad = b.create<ReshapeOp>(ret.getLoc(),
-                                 RankedTensorType::get(stored.asArrayRef(), b.getF32Type()), grad);
     results.push_back(grad);
     types.push_back(grad.getType());
   }
@@ -165,6 +159,11 @@ LogicalResult differentiate(func::FuncOp fn, StringRef lossName, StringRef recom
     auto name = fn.getArgAttrOfType<StringAttr>(param.getArgNumber(), GraphDialect::kParamAttr);
     fn.setResultAttr(first + i, GraphDialect::kOutputAttr,
                      b.getStringAttr("grad." + name.getValue()));
+    // A parameter stored in another shape (GPT-2's fused c_attn weight) gets
+    // its gradient written in that shape, as the checkpoint holds it.
+    if (auto stored = fn.getArgAttrOfType<DenseI64ArrayAttr>(param.getArgNumber(),
+                                                             GraphDialect::kParamShapeAttr))
+      fn.setResultAttr(first + i, GraphDialect::kParamShapeAttr, stored);
   }
   if (recomputeMode != "none")
     addRecomputation(fn, forward, recomputeMode == "selective");

@@ -30,13 +30,14 @@ LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
       params[name.getValue()] = arg;
 
   // The outputs to keep, and each gradient with its parameter.
-  SmallVector<std::pair<Value, StringAttr>> kept;
+  SmallVector<std::tuple<Value, StringAttr, DenseI64ArrayAttr>> kept;
   SmallVector<std::tuple<Value, BlockArgument, std::string>> updates;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     auto name = fn.getResultAttrOfType<StringAttr>(i, GraphDialect::kOutputAttr);
     StringRef text = name ? name.getValue() : "";
     if (!text.starts_with("grad.")) {
-      kept.push_back({value, name});
+      kept.push_back(
+          {value, name, fn.getResultAttrOfType<DenseI64ArrayAttr>(i, GraphDialect::kParamShapeAttr)});
       continue;
     }
     auto param = params.find(text.drop_front(5));
@@ -60,27 +61,25 @@ LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
   };
   OpBuilder b(ret);
   Location loc = ret.getLoc();
-  SmallVector<std::pair<Value, std::string>> next;
+  // The new values: each with its name and the shape its file has.
+  SmallVector<std::tuple<Value, std::string, DenseI64ArrayAttr>> next;
   Value step;
   if (settings.adamw) {
     step = addParam(RankedTensorType::get({}, b.getF32Type()), "optimizer.step", nullptr);
     auto one = b.create<ConstantOp>(
         loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), 1.0f));
-    next.push_back({b.create<AddOp>(loc, step, one), "optimizer.step"});
+    next.push_back({b.create<AddOp>(loc, step, one), "optimizer.step", nullptr});
   }
-  for (auto [storedGrad, param, name] : updates) {
-    // The update runs in the parameter's type; what is returned is stored
-    // as the parameter is (the gradient's shape).
+  for (auto [outputGrad, param, name] : updates) {
+    // The update runs in the parameter's type, and so do its results: a
+    // reshape to the stored shape would move a tensor-parallel update's
+    // shards all-to-all for nothing. The files get the stored shape.
     auto type = cast<RankedTensorType>(param.getType());
-    auto storedType = cast<RankedTensorType>(storedGrad.getType());
     auto stored = fn.getArgAttrOfType<DenseI64ArrayAttr>(param.getArgNumber(),
                                                          GraphDialect::kParamShapeAttr);
-    Value grad = storedGrad, value = param;
-    if (storedType != type)
-      grad = b.create<ReshapeOp>(loc, type, storedGrad);
-    auto store = [&](Value v) -> Value {
-      return v.getType() == storedType ? v : b.create<ReshapeOp>(loc, storedType, v);
-    };
+    Value grad = outputGrad, value = param;
+    if (grad.getType() != type)
+      grad = b.create<ReshapeOp>(loc, type, grad);
     if (settings.adamw) {
       Value m = addParam(type, "optimizer.m." + name, stored);
       Value v = addParam(type, "optimizer.v." + name, stored);
@@ -88,34 +87,37 @@ LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
           loc, value, grad, m, v, step, b.getF64FloatAttr(settings.lr),
           b.getF64FloatAttr(settings.beta1), b.getF64FloatAttr(settings.beta2),
           b.getF64FloatAttr(settings.eps), b.getF64FloatAttr(settings.weightDecay));
-      next.push_back({store(update.getNewParam()), name});
-      next.push_back({store(update.getNewM()), "optimizer.m." + name});
-      next.push_back({store(update.getNewV()), "optimizer.v." + name});
+      next.push_back({update.getNewParam(), name, stored});
+      next.push_back({update.getNewM(), "optimizer.m." + name, stored});
+      next.push_back({update.getNewV(), "optimizer.v." + name, stored});
     } else {
       Value velocity = addParam(type, "optimizer.velocity." + name, stored);
       auto update = b.create<SgdUpdateOp>(loc, value, grad, velocity,
                                           b.getF64FloatAttr(settings.lr),
                                           b.getF64FloatAttr(settings.momentum),
                                           b.getF64FloatAttr(settings.weightDecay));
-      next.push_back({store(update.getNewParam()), name});
-      next.push_back({store(update.getNewVelocity()), "optimizer.velocity." + name});
+      next.push_back({update.getNewParam(), name, stored});
+      next.push_back({update.getNewVelocity(), "optimizer.velocity." + name, stored});
     }
   }
 
   SmallVector<Value> results;
   SmallVector<Type> types;
   SmallVector<DictionaryAttr> resultAttrs;
-  auto output = [&](Value value, StringAttr name) {
+  auto output = [&](Value value, StringAttr name, DenseI64ArrayAttr stored) {
     results.push_back(value);
     types.push_back(value.getType());
-    resultAttrs.push_back(
-        name ? attrs.getDictionaryAttr({attrs.getNamedAttr(GraphDialect::kOutputAttr, name)})
-             : attrs.getDictionaryAttr({}));
+    SmallVector<NamedAttribute> resultAttr;
+    if (name)
+      resultAttr.push_back(attrs.getNamedAttr(GraphDialect::kOutputAttr, name));
+    if (stored)
+      resultAttr.push_back(attrs.getNamedAttr(GraphDialect::kParamShapeAttr, stored));
+    resultAttrs.push_back(attrs.getDictionaryAttr(resultAttr));
   };
-  for (auto [value, name] : kept)
-    output(value, name);
-  for (auto [value, name] : next)
-    output(value, attrs.getStringAttr(name));
+  for (auto [value, name, stored] : kept)
+    output(value, name, stored);
+  for (auto [value, name, stored] : next)
+    output(value, attrs.getStringAttr(name), stored);
   ret->setOperands(results);
   fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
   fn.setAllResultAttrs(resultAttrs);

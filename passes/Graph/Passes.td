@@ -16,8 +16,9 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
     several times are added. Only ops on a path from a parameter to the
     loss are differentiated. The function then also returns, for every
     parameter `P` (`graph.param`), its gradient as output `grad.P` (zeros
-    when the loss does not depend on it), in argument order, shaped as the
-    parameter is stored (`graph.param_shape`, if it has one).
+    when the loss does not depend on it), in argument order, typed as the
+    parameter; one stored in another shape (`graph.param_shape`) gets the
+    same attribute on its gradient, which is written in that shape.
 
     ```mlir
     func.func @f(%w: tensor<4xf32> {graph.param = "w"}, %x: tensor<4xf32> {graph.input = "x"})
@@ -58,8 +59,11 @@ def GraphOptimizer : Pass<"graph-optimizer", "mlir::ModuleOp"> {
     `optimizer.velocity.P`, AdamW's `optimizer.m.P`, `optimizer.v.P` and the
     shared 1-based `optimizer.step`. The function then returns, besides its
     other results, the new value of every parameter and state under the
-    parameter's own name, in its stored shape: one training step, whose
-    outputs are the next step's parameters (`sbpc run --steps`).
+    parameter's own name, typed as the parameter and written in its stored
+    shape (`graph.param_shape` on the result where the parameter has one,
+    so that a tensor-parallel step keeps the view's layout to the end): one
+    training step, whose outputs are the next step's parameters (`sbpc run
+    --steps`).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd or adamw">,

@@ -215,7 +215,9 @@ LogicalResult Spmdizer::run() {
                                 name ? name : b.getStringAttr("result" + std::to_string(i)),
                                 b.getDenseI64ArrayAttr(
                                     cast<RankedTensorType>(value.getType()).getShape()),
-                                NdSbpAttr::get(ctx, layout));
+                                NdSbpAttr::get(ctx, layout),
+                                fn.getResultAttrOfType<DenseI64ArrayAttr>(
+                                    i, graph::GraphDialect::kParamShapeAttr));
       }
       b.create<func::ReturnOp>(ret.getLoc());
       continue;

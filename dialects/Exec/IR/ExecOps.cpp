@@ -138,20 +138,30 @@ LogicalResult checkShard(Operation *op, ArrayRef<int64_t> global, sbpc::sbp::NdS
 
 } // namespace
 
+/// A file's shape `stored`, if any, holds as many elements as `global`.
+static LogicalResult checkStoredShape(Operation *op, std::optional<ArrayRef<int64_t>> stored,
+                                      ArrayRef<int64_t> global) {
+  if (stored && sbprt::numElements({stored->begin(), stored->end()}) !=
+                    sbprt::numElements({global.begin(), global.end()}))
+    return op->emitOpError() << "stored shape "
+                             << sbprt::shapeToString({stored->begin(), stored->end()})
+                             << " does not hold as many elements as the global shape";
+  return success();
+}
+
 LogicalResult LoadOp::verify() {
   if (getKind() != "param" && getKind() != "input")
     return emitOpError() << "kind must be \"param\" or \"input\", got \"" << getKind() << "\"";
   if (getStoredShape() && getKind() != "param")
     return emitOpError() << "only parameters have a stored shape";
-  if (auto stored = getStoredShape())
-    if (sbprt::numElements({stored->begin(), stored->end()}) !=
-        sbprt::numElements({getGlobalShape().begin(), getGlobalShape().end()}))
-      return emitOpError() << "stored shape " << sbprt::shapeToString({stored->begin(), stored->end()})
-                           << " does not hold as many elements as the global shape";
+  if (failed(checkStoredShape(*this, getStoredShape(), getGlobalShape())))
+    return failure();
   return checkShard(*this, getGlobalShape(), getLayout(), getType());
 }
 
 LogicalResult StoreOp::verify() {
+  if (failed(checkStoredShape(*this, getStoredShape(), getGlobalShape())))
+    return failure();
   return checkShard(*this, getGlobalShape(), getLayout(), getValue().getType());
 }
 

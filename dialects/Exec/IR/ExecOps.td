@@ -82,13 +82,16 @@ def Exec_StoreOp : Exec_Op<"store"> {
   let description = [{
     The driver assembles the global output from every rank's shard and its
     layout (splits concatenated, partials reduced, replicas taken once).
+    `stored_shape` is the shape its file gets (the same elements in
+    row-major order: an update of GPT-2's fused `c_attn` weight, laid out
+    in its view's shape).
 
     ```mlir
     exec.store %y "logits" global [4, 16, 128] [S(0), B] : tensor<2x16x128xf32>
     ```
   }];
   let arguments = (ins Exec_AnyTensor:$value, StrAttr:$name, DenseI64ArrayAttr:$global_shape,
-                       Sbp_NdSbpAttr:$layout);
+                       Sbp_NdSbpAttr:$layout, OptionalAttr<DenseI64ArrayAttr>:$stored_shape);
   let assemblyFormat = [{
     $value $name `global` $global_shape custom<NdSbp>($layout) attr-dict `:` type($value)
   }];

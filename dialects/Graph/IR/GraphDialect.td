@@ -38,7 +38,10 @@ def Graph_Dialect : Dialect {
     - `graph.param_shape = array<i64: ...>`: the shape the parameter has in
       the file when the graph views it with another shape of the same size
       (a row-major reshape, e.g. GPT-2's `c_attn.weight` stored as [H, 3H]
-      and viewed as [H, 3, H] so that it can be split by heads).
+      and viewed as [H, 3, H] so that it can be split by heads). On a
+      result, the shape its file gets: a gradient, an updated parameter or
+      an optimizer state of such a parameter is computed and laid out in the
+      view's shape and written in the stored one (the same bytes).
     - `graph.input = "name"`: a model input, read from `name=FILE.npy`.
     - `graph.output = "name"`: a model result, written to `name.npy`.
 

@@ -64,6 +64,27 @@ static LogicalResult verifyNameAttr(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// graph.param_shape on `what` (an argument or a result) of type `type`
+/// (null where the function has no body): positive sizes, as many
+/// elements as the type.
+static LogicalResult verifyStoredShape(Operation *op, NamedAttribute attr, const std::string &what,
+                                       Type type) {
+  auto stored = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (!stored || llvm::any_of(stored.asArrayRef(), [](int64_t d) { return d <= 0; }))
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' must be an array<i64> of positive sizes";
+  if (!type)
+    return success();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  int64_t storedCount = 1;
+  for (int64_t d : stored.asArrayRef())
+    storedCount *= d;
+  if (!tensor || !tensor.hasStaticShape() || tensor.getNumElements() != storedCount)
+    return op->emitOpError() << what << " has stored shape " << formatShape(stored.asArrayRef())
+                             << " whose element count differs from its type " << type;
+  return success();
+}
+
 LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op, unsigned regionIndex,
                                                      unsigned argIndex,
                                                      NamedAttribute attr) {
@@ -72,23 +93,9 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op, unsigned reg
     return verifyNameAttr(op, attr);
   if (name != kParamShapeAttr)
     return op->emitOpError() << "unknown argument attribute '" << name << "'";
-
-  auto stored = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-  if (!stored || llvm::any_of(stored.asArrayRef(), [](int64_t d) { return d <= 0; }))
-    return op->emitOpError() << "'" << name << "' must be an array<i64> of positive sizes";
   Region &region = op->getRegion(regionIndex);
-  if (region.empty())
-    return success();
-  auto type = dyn_cast<RankedTensorType>(region.getArgument(argIndex).getType());
-  int64_t storedCount = 1;
-  for (int64_t d : stored.asArrayRef())
-    storedCount *= d;
-  if (!type || !type.hasStaticShape() || type.getNumElements() != storedCount)
-    return op->emitOpError() << "argument #" << argIndex << " has stored shape "
-                             << formatShape(stored.asArrayRef())
-                             << " whose element count differs from its type "
-                             << region.getArgument(argIndex).getType();
-  return success();
+  return verifyStoredShape(op, attr, "argument #" + std::to_string(argIndex),
+                           region.empty() ? Type() : region.getArgument(argIndex).getType());
 }
 
 LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,
@@ -103,6 +110,11 @@ LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op, unsigned 
       return op->emitOpError() << "output name '" << name
                                << "' must be a plain file name (no '/', not '.' or '..')";
     return success();
+  }
+  if (attr.getName().getValue() == kParamShapeAttr) {
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    return verifyStoredShape(op, attr, "result #" + std::to_string(resultIndex),
+                             fn ? fn.getResultTypes()[resultIndex] : Type());
   }
   return op->emitOpError() << "unknown result attribute '" << attr.getName().getValue()
                            << "'";

@@ -118,6 +118,16 @@ func.func @p() {
 
 sbp.mesh @m axes ["a"] shape [2]
 func.func @p() {
+  %x = exec.load "input" "x" global [4, 6] [B] : tensor<4x6xf32>
+  // expected-error @+1 {{'exec.store' op stored shape [25] does not hold as many elements as the global shape}}
+  exec.store %x "y" global [4, 6] [B] {stored_shape = array<i64: 25>} : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p() {
   %x = exec.load "input" "x" global [4, 8] [B] : tensor<4x8xf32>
   %b = exec.load "input" "b" global [4] [B] : tensor<4xf32>
   // expected-error @+1 {{'exec.fused' op input 1 of type 'tensor<4xf32>' does not broadcast to 'tensor<4x8xf32>'}}

@@ -14,6 +14,7 @@
 // CHECK: exec.zero_pad %{{.*}} axis 1 dim 0 "sum" : tensor<2x6xf32> -> tensor<4x6xf32>
 // CHECK: exec.keep_one %{{.*}} axis 1 : tensor<4x6xf32>
 // CHECK: exec.store %{{.*}} "y" global [8, 6] [S(0), P(sum)] : tensor<4x6xf32>
+// CHECK: exec.store %{{.*}} "w2" global [8, 6] [S(0), B] {stored_shape = array<i64: 48>} : tensor<4x6xf32>
 sbp.mesh @m axes ["a", "b"] shape [2, 2]
 func.func @program() attributes {exec.ranks = array<i64: 0, 1, 2, 3>} {
   %w = exec.load "param" "w" global [8, 6] [S(0), B] {stored_shape = array<i64: 48>} : tensor<4x6xf32>
@@ -28,5 +29,6 @@ func.func @program() attributes {exec.ranks = array<i64: 0, 1, 2, 3>} {
   %z = exec.zero_pad %l axis 1 dim 0 "sum" : tensor<2x6xf32> -> tensor<4x6xf32>
   %k = exec.keep_one %z axis 1 : tensor<4x6xf32>
   exec.store %k "y" global [8, 6] [S(0), P(sum)] : tensor<4x6xf32>
+  exec.store %w "w2" global [8, 6] [S(0), B] {stored_shape = array<i64: 48>} : tensor<4x6xf32>
   return
 }

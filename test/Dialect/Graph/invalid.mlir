@@ -268,6 +268,16 @@ func.func @param_shape(%w: tensor<4x3x4xf32> {graph.param = "w", graph.param_sha
 
 // -----
 
+// Tests that a result's stored shape keeps the element count.
+// expected-error @+1 {{'func.func' op result #1 has stored shape [8] whose element count differs from its type 'tensor<2x3xf32>'}}
+func.func @result_shape(%w: tensor<2x3xf32> {graph.param = "w"})
+    -> (tensor<2x3xf32> {graph.output = "a", graph.param_shape = array<i64: 6>},
+        tensor<2x3xf32> {graph.output = "b", graph.param_shape = array<i64: 8>}) {
+  return %w, %w : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
 // Tests that unknown graph argument attributes are rejected.
 // expected-error @+1 {{'func.func' op unknown argument attribute 'graph.parameter'}}
 func.func @unknown_arg_attr(%w: tensor<2xf32> {graph.parameter = "w"}) {
