@@ -165,6 +165,10 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         for (Operation *user : result.getUsers())
           if (!last || last->isBeforeInBlock(user))
             last = user;
+        // A fused backward reads its forward's output and log-sum-exp again.
+        if (Operation *until = sizes.livesUntil(result))
+          if (!last || last->isBeforeInBlock(until))
+            last = until;
         freedAfter[last ? last : &op] += bytes;
       }
       peakActivations = std::max(peakActivations, live);

@@ -119,17 +119,20 @@ ElementSizes::ElementSizes(func::FuncOp fn) {
   auto isStore = [](Operation *op) { return isa<func::ReturnOp>(op); };
   storage = graph::findF32Storage(fn.getBody().front(), isInput, isStore);
   if (module->hasAttr(kModuleFusedAttention))
-    attention = graph::findFusedAttention(fn.getBody().front(),
-                                          [&](Value v) { return of(v) == 2; });
+    attention_ = graph::findFusedAttention(fn.getBody().front(),
+                                           [&](Value v) { return of(v) == 2; });
 }
 
-double ElementSizes::storedShare(Value value) const {
-  if (!attention || !attention->unstored.contains(value))
-    return 1.0;
-  if (!attention->withLogSumExp.contains(value))
-    return 0.0;
-  int64_t keys = cast<RankedTensorType>(value.getType()).getShape().back();
-  return 4.0 / (static_cast<double>(of(value)) * static_cast<double>(keys));
+static bool allFuse(unsigned) { return true; }
+
+double ElementSizes::storedShare(Value value) const { return storedShare(value, allFuse); }
+
+double ElementSizes::storedShare(Value value, function_ref<bool(unsigned)> fuses) const {
+  return attention_ ? attention_->storedShare(value, of(value), fuses) : 1.0;
+}
+
+Operation *ElementSizes::livesUntil(Value value) const {
+  return attention_ ? attention_->livesUntil(value, allFuse) : nullptr;
 }
 
 static bool isFloat(Value value) {

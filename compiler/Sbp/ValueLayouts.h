@@ -71,14 +71,24 @@ public:
     return storage && !storage->ops.contains(op);
   }
   /// The share of `value`'s bytes (at of(value) an element) its programs
-  /// store: 1, or 0 for what flash attention keeps out of memory, or for
-  /// probabilities whose forward keeps their log-sum-exp instead, that
-  /// ([..., S] f32 of [..., S, T]).
+  /// store (graph::FusedAttention::storedShare), every attention core
+  /// fusing: as on a laid-out graph with its boxings, where a change of
+  /// layout inside a core already keeps findFusedAttention from finding it.
   double storedShare(mlir::Value value) const;
+  /// The same where `fuses(c)` says whether core c fuses (a plan's layouts
+  /// may move an operand inside it).
+  double storedShare(mlir::Value value, llvm::function_ref<bool(unsigned)> fuses) const;
+  /// The op until which `value` lives besides its readers, every core
+  /// fusing (graph::FusedAttention::livesUntil), or null.
+  mlir::Operation *livesUntil(mlir::Value value) const;
+  /// Flash attention's cores, or null where the programs will not fuse it.
+  const graph::FusedAttention *attention() const {
+    return attention_ ? &*attention_ : nullptr;
+  }
 
 private:
   std::optional<graph::F32Storage> storage;
-  std::optional<graph::FusedAttention> attention;
+  std::optional<graph::FusedAttention> attention_;
 };
 
 /// Bytes of an element a boxing moves (its kBoxingBf16 attribute).

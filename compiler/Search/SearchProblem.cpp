@@ -118,7 +118,7 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
 
   // Op nodes in program order.
   llvm::DenseMap<Value, std::pair<int, int>> producer;
-  llvm::DenseMap<Operation *, size_t> nodeOf;
+  llvm::DenseMap<Operation *, size_t> &nodeOf = problem.nodeOf_;
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
@@ -196,6 +196,13 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
       problem.sources_[n].push_back(source);
     }
   }
+  if (const graph::FusedAttention *attention = problem.sizes_.attention())
+    for (const graph::FusedAttention::Core &core : attention->cores) {
+      std::vector<std::pair<size_t, size_t>> &inputs = problem.coreInputs_.emplace_back();
+      for (Operation *op : core.ops)
+        for (size_t k = 0; k < op->getNumOperands(); ++k)
+          inputs.push_back({nodeOf.lookup(op), k});
+    }
   return problem;
 }
 
@@ -272,6 +279,16 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 }
 
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
+  // Flash attention's cores that fuse: no input of their ops changes layout.
+  std::vector<char> fusing;
+  for (const auto &inputs : problem.coreInputs())
+    fusing.push_back(llvm::all_of(inputs, [&](std::pair<size_t, size_t> input) {
+      auto [n, k] = input;
+      return sourceLayout(problem, choice, n, k) ==
+             problem.nodes()[n].inputLayout(choice[n], k);
+    }));
+  auto fuses = [&](unsigned core) { return static_cast<bool>(fusing[core]); };
+  const graph::FusedAttention *attention = problem.sizes().attention();
   double arguments = 0;
   for (BlockArgument arg : problem.function().getArguments())
     if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(arg))
@@ -286,9 +303,14 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     if (isa<sbp::ConstraintOp>(node.op))
       continue;
     for (auto [r, result] : llvm::enumerate(node.outputs)) {
-      double bytes = problem.storedBytes(result, node.outputLayout(choice[n], r));
+      double bytes = problem.localBytes(result, node.outputLayout(choice[n], r)) *
+                     problem.sizes().storedShare(result, fuses);
       live += bytes;
-      freedAfter[problem.isUsed(result) ? problem.lastUse(result) : n] += bytes;
+      size_t last = problem.isUsed(result) ? problem.lastUse(result) : n;
+      // A fused backward reads its forward's output and log-sum-exp again.
+      if (Operation *until = attention ? attention->livesUntil(result, fuses) : nullptr)
+        last = std::max(last, problem.nodeOf(until));
+      freedAfter[last] += bytes;
     }
     peak = std::max(peak, live);
     live -= freedAfter[n];

@@ -98,7 +98,9 @@ public:
   }
   /// Bytes of `value` per rank under layout `id`.
   double localBytes(mlir::Value value, int id);
-  /// Of those, the bytes its programs store (sbp::ElementSizes::storedShare).
+  /// Of those, the bytes its programs store (sbp::ElementSizes::storedShare)
+  /// where every attention core fuses: the memory price's count, node by
+  /// node; planMemory checks each core against the plan.
   double storedBytes(mlir::Value value, int id);
   /// What solvers minimize for node n's choice c: its compute plus, while
   /// a memory price is set, that price times the bytes it defines.
@@ -112,7 +114,16 @@ public:
   /// when the function returns it).
   size_t lastUse(mlir::Value value) const { return lastUse_.lookup(value); }
   bool isUsed(mlir::Value value) const { return lastUse_.count(value); }
+  /// The node of an op.
+  size_t nodeOf(mlir::Operation *op) const { return nodeOf_.lookup(op); }
 
+  /// The element sizes and flash attention's cores (sbp::ElementSizes).
+  const sbp::ElementSizes &sizes() const { return sizes_; }
+  /// Per attention core, its ops' inputs (node, input): the core fuses
+  /// where a plan changes the layout of none.
+  const std::vector<std::vector<std::pair<size_t, size_t>>> &coreInputs() const {
+    return coreInputs_;
+  }
 private:
   const Candidates *candidatesOf(mlir::Operation *op, std::string &error);
   void intern(Candidates &candidates, llvm::ArrayRef<mlir::Value> outputs);
@@ -126,6 +137,8 @@ private:
   std::vector<std::vector<std::vector<std::pair<int, int>>>> uses_;
   llvm::DenseMap<mlir::Value, int> fixed_;
   llvm::DenseMap<mlir::Value, size_t> lastUse_;
+  llvm::DenseMap<mlir::Operation *, size_t> nodeOf_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> coreInputs_;
   // Interning.
   std::vector<std::unique_ptr<Candidates>> ownedCandidates_;
   std::map<std::vector<const void *>, const Candidates *> candidatesByKey_;
@@ -159,7 +172,9 @@ double evaluate(SearchProblem &problem, const std::vector<size_t> &choice);
 double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size_t n, size_t c);
 
 /// Per-rank bytes of a plan: every argument for the whole step plus the
-/// peak of live activations in program order (as report.json counts it).
+/// peak of live activations in program order (as report.json counts it),
+/// without what flash attention's cores never store where the plan keeps
+/// each core's inputs as they are made.
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice);
 
 /// Limits of the exact solver: the largest table one elimination may

@@ -3,7 +3,11 @@
 // and those that must stay apart) but those that start from an
 // exec.attention, the cores it finds are the exec.attention and
 // exec.attention_grad ops the pass makes, and the values it leaves out of
-// memory are the ones the pass removes.
+// memory are the ones the pass removes. And the search's memory of a plan,
+// which counts a core's values only where the plan breaks it.
+#include "compiler/Cost/CostModel.h"
+#include "compiler/Sbp/Signatures.h"
+#include "compiler/Search/SearchProblem.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/FusedAttention.h"
 #include "dialects/Sbp/IR/SbpOps.h"
@@ -83,10 +87,14 @@ TEST(FusedAttentionTest, FindsWhatExecFuseFuses) {
         continue;
       graph::FusedAttention attention = graph::findFusedAttention(fn.getBody().front(), inBf16);
       found[fn.getName().str()] = {attention.forwards, attention.backwards};
-      EXPECT_TRUE(llvm::all_of(attention.withLogSumExp,
-                               [&](Value v) { return attention.unstored.contains(v); }));
-      for (Value v : attention.unstored)
-        unstored.insert(keyOf(v));
+      for (const graph::FusedAttention::Core &core : attention.cores) {
+        for (Value v : core.unstored)
+          unstored.insert(keyOf(v));
+        // A backward keeps one of the values it leaves out: its forward's
+        // probabilities, as their log-sum-exp.
+        EXPECT_EQ(!core.logSumExp, !core.backward);
+        EXPECT_TRUE(!core.logSumExp || attention.coreOf.count(core.logSumExp));
+      }
       for (Operation &op : fn.getBody().front())
         for (Value v : op.getResults())
           before.insert(keyOf(v));
@@ -124,6 +132,65 @@ TEST(FusedAttentionTest, FindsWhatExecFuseFuses) {
   EXPECT_GE(functions, 5u);
   EXPECT_GE(fusing, 3u);
   EXPECT_LT(fusing, functions);
+}
+
+/// The search's memory of a plan counts a core's scores and probabilities
+/// only where the plan changes the layout of one of its ops' inputs (the
+/// program would then hold them, a collective in the core's middle).
+TEST(FusedAttentionTest, PlanMemoryChecksEachCoreAgainstThePlan) {
+  DialectRegistry registry;
+  registry.insert<func::FuncDialect, graph::GraphDialect, sbp::SbpDialect>();
+  registerGraphSbpModels(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  const char *source = R"mlir(
+    module attributes {sbp.precision = "bf16", sbp.fused_attention} {
+      func.func @f(%q: tensor<4x2x8x16xf32> {graph.input = "q"},
+                   %k: tensor<4x2x8x16xf32> {graph.input = "k"},
+                   %v: tensor<4x2x8x16xf32> {graph.input = "v"})
+          -> (tensor<4x2x8x16xf32> {graph.output = "o"}) {
+        %s = graph.matmul %q, %k transpose_rhs : (tensor<4x2x8x16xf32>, tensor<4x2x8x16xf32>) -> tensor<4x2x8x8xf32>
+        %p = graph.softmax %s axis = 3 : tensor<4x2x8x8xf32>
+        %o = graph.matmul %p, %v : (tensor<4x2x8x8xf32>, tensor<4x2x8x16xf32>) -> tensor<4x2x8x16xf32>
+        return %o : tensor<4x2x8x16xf32>
+      }
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  sbprt::Mesh mesh{{"x"}, {2}};
+  std::string error;
+  Cluster cluster = *loadCluster("cpu", error);
+  sbp::BoxingPlans plans(mesh, cluster);
+  FailureOr<search::SearchProblem> problem = search::SearchProblem::build(fn, mesh, cluster, plans);
+  ASSERT_TRUE(succeeded(problem));
+  ASSERT_EQ(problem->coreInputs().size(), 1u);
+  // Every node's signature splitting every tensor along `dim` (the
+  // softmax's along `softmaxDim`).
+  auto planSplitting = [&](int64_t dim, int64_t softmaxDim) {
+    std::vector<size_t> choice;
+    for (const search::Node &node : problem->nodes()) {
+      int64_t d = node.op && isa<graph::SoftmaxOp>(node.op) ? softmaxDim : dim;
+      sbprt::NdSbp split{sbprt::Sbp::split(d)};
+      std::optional<size_t> found;
+      for (size_t c = 0; c < node.numChoices() && !found; ++c) {
+        const auto &sig = node.candidates->sigs[c];
+        if (llvm::all_of(sig.operands, [&](const sbprt::NdSbp &l) { return l == split; }) &&
+            llvm::all_of(sig.results, [&](const sbprt::NdSbp &l) { return l == split; }))
+          found = c;
+      }
+      EXPECT_TRUE(found.has_value());
+      choice.push_back(found.value_or(0));
+    }
+    return choice;
+  };
+  // In bf16 on two ranks: q, k and v 1024 bytes each; the output 1024, the
+  // scores and the probabilities 512 each.
+  EXPECT_EQ(search::planMemory(*problem, planSplitting(0, 0)), 3 * 1024 + 1024);
+  // The softmax split by heads between products split by batch: the
+  // scores and the probabilities are stored, the probabilities beside the
+  // output at its product.
+  EXPECT_EQ(search::planMemory(*problem, planSplitting(0, 1)), 3 * 1024 + 512 + 1024);
 }
 
 } // namespace

@@ -180,8 +180,8 @@ static cl::opt<std::string>
                      cl::cat(compileCategory));
 static cl::opt<bool> compileFusedAttention(
     "fused-attention",
-    cl::desc("With --precision bf16 and --target: attention's scores, softmax and product by "
-             "the values as one op, and in training their gradients as one more, the scores "
+    cl::desc("With --precision bf16: attention's scores, softmax and product by the values as "
+             "one op (with --target), and in training their gradients as one more, the scores "
              "never in memory (flash attention on the GPU; heads of an even width up to 128), "
              "nor in the search's and the report's memory estimates. On by default; =false "
              "keeps them apart"),
@@ -280,9 +280,8 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
     return sbpc::reportError("--cuda-arch applies to --target cuda");
   if (compilePrecision != "f32" && compilePrecision != "bf16")
     return sbpc::reportError("--precision must be f32 or bf16, got '" + compilePrecision + "'");
-  if (compileFusedAttention.getNumOccurrences() &&
-      (compilePrecision != "bf16" || compileTarget.empty()))
-    return sbpc::reportError("--fused-attention applies to --precision bf16 with --target");
+  if (compileFusedAttention.getNumOccurrences() && compilePrecision != "bf16")
+    return sbpc::reportError("--fused-attention applies to --precision bf16");
   if (compileOptimizer != "sgd" && compileOptimizer != "adamw")
     return sbpc::reportError("--optimizer must be sgd or adamw, got '" + compileOptimizer + "'");
   if (compileZero < 0 || compileZero > 3)

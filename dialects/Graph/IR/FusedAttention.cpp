@@ -105,13 +105,52 @@ struct Forward {
 
 } // namespace
 
+double FusedAttention::storedShare(Value value, size_t elementBytes,
+                                   function_ref<bool(unsigned)> fuses) const {
+  auto core = coreOf.find(value);
+  if (core == coreOf.end() || !fuses(core->second))
+    return 1.0;
+  auto kept = keptBy.find(value);
+  if (kept == keptBy.end() || cores[kept->second].logSumExp != value || !fuses(kept->second))
+    return 0.0;
+  int64_t keys = cast<RankedTensorType>(value.getType()).getShape().back();
+  return 4.0 / (static_cast<double>(elementBytes) * static_cast<double>(keys));
+}
+
+Operation *FusedAttention::livesUntil(Value value, function_ref<bool(unsigned)> fuses) const {
+  auto kept = keptBy.find(value);
+  if (kept == keptBy.end() || !fuses(kept->second))
+    return nullptr;
+  // The log-sum-exp exists only where the forward fuses too.
+  if (auto core = coreOf.find(value); core != coreOf.end() && !fuses(core->second))
+    return nullptr;
+  return cores[kept->second].backward;
+}
+
 FusedAttention findFusedAttention(Block &block, function_ref<bool(Value)> inBf16) {
   FusedAttention found;
   auto takes = [&](Value q, Value k, Value v) {
     return attentionShapes(q, k, v) && inBf16(q) && inBf16(k) && inBf16(v);
   };
+  auto add = [&](FusedAttention::Core core) {
+    unsigned index = found.cores.size();
+    for (Value value : core.unstored)
+      found.coreOf[value] = index;
+    for (Value value : {core.logSumExp, core.output})
+      if (value)
+        found.keptBy[value] = index;
+    found.cores.push_back(std::move(core));
+    return index;
+  };
+  auto opsOf = [](ArrayRef<Value> values, std::initializer_list<Operation *> more) {
+    SmallVector<Operation *> ops;
+    for (Value value : values)
+      ops.push_back(value.getDefiningOp());
+    ops.append(more.begin(), more.end());
+    return ops;
+  };
   // Forwards whose probabilities nothing else reads.
-  SmallVector<Forward> forwards;
+  SmallVector<std::pair<Forward, unsigned>> forwards;
   for (SoftmaxOp softmax : block.getOps<SoftmaxOp>()) {
     std::optional<Scores> scores = scoresOf(softmax);
     auto output = dyn_cast_or_null<MatmulOp>(soleReader(softmax.getResult(), &block));
@@ -119,9 +158,12 @@ FusedAttention findFusedAttention(Block &block, function_ref<bool(Value)> inBf16
         output.getTransposeLhs() || output.getTransposeRhs() ||
         !takes(scores->q, scores->k, output.getRhs()))
       continue;
-    found.unstored.insert(scores->values.begin(), scores->values.end());
-    forwards.push_back({scores->q, scores->k, output.getRhs(), scores->scale,
-                        softmax.getResult(), scores->causal, output});
+    FusedAttention::Core core;
+    core.unstored.assign(scores->values.begin(), scores->values.end());
+    core.ops = opsOf(core.unstored, {output});
+    forwards.push_back({{scores->q, scores->k, output.getRhs(), scores->scale,
+                         softmax.getResult(), scores->causal, output},
+                        add(std::move(core))});
     ++found.forwards;
   }
   // Backwards, from the softmax's gradient.
@@ -170,25 +212,34 @@ FusedAttention findFusedAttention(Block &block, function_ref<bool(Value)> inBf16
     // The forward that keeps the log-sum-exp: p v, or the latest earlier
     // core of the same operands (the probabilities recomputed).
     Operation *first = dvProduct->isBeforeInBlock(dpProduct) ? dvProduct : dpProduct;
-    Value kept = output ? probs : Value();
-    if (output && !output->isBeforeInBlock(first))
-      continue;
-    if (!output) {
-      Operation *latest = nullptr;
-      for (const Forward &forward : forwards)
+    FusedAttention::Core core;
+    core.unstored.assign(values.begin(), values.end());
+    core.ops = opsOf(core.unstored, {dvProduct, dqProduct, dkProduct});
+    core.backward = first;
+    if (output) {
+      if (!output->isBeforeInBlock(first))
+        continue;
+      core.ops.push_back(output);
+      core.logSumExp = probs;
+      core.output = output.getResult();
+      ++found.forwards;
+    } else {
+      const std::pair<Forward, unsigned> *latest = nullptr;
+      for (const auto &entry : forwards) {
+        const Forward &forward = entry.first;
         if (forward.q == q && forward.k == k && forward.v == v && forward.scale == scores->scale &&
             forward.causal == scores->causal && forward.output->isBeforeInBlock(first) &&
-            (!latest || latest->isBeforeInBlock(forward.output))) {
-          latest = forward.output;
-          kept = forward.probs;
-        }
+            (!latest || latest->first.output->isBeforeInBlock(forward.output)))
+          latest = &entry;
+      }
       if (!latest)
         continue;
-    } else {
-      ++found.forwards;
+      const FusedAttention::Core &forward = found.cores[latest->second];
+      core.ops.append(forward.ops.begin(), forward.ops.end());
+      core.logSumExp = latest->first.probs;
+      core.output = latest->first.output->getResult(0);
     }
-    found.unstored.insert(values.begin(), values.end());
-    found.withLogSumExp.insert(kept);
+    add(std::move(core));
     ++found.backwards;
   }
   return found;

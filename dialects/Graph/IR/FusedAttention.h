@@ -47,18 +47,43 @@ bool lhsReaders(mlir::Value value, mlir::Operation *except, mlir::Block *block, 
 
 /// The attention cores of a block that --exec-fuse makes flash attention.
 struct FusedAttention {
-  /// Values no program stores: each core's scores, their scaled and masked
-  /// forms and its probabilities; with a backward, also the probabilities'
-  /// gradient dO v^T and the softmax's gradient chain.
-  llvm::DenseSet<mlir::Value> unstored;
-  /// Of those, the probabilities whose forward keeps each query row's
-  /// log-sum-exp ([..., S], f32) for a backward instead.
-  llvm::DenseSet<mlir::Value> withLogSumExp;
-  /// How many cores: exec.attention ops the programs will have (each
-  /// backward's recomputed probabilities fold into exec.attention_grad).
+  /// One exec.attention, or one exec.attention_grad with the forward it
+  /// reads (an exec.attention of its own or, recomputed, an earlier core's).
+  struct Core {
+    /// The graph ops it replaces, and for a recomputing backward its
+    /// forward's: it fuses only where each reads its operands as they are
+    /// made, with no change of layout between.
+    llvm::SmallVector<mlir::Operation *> ops;
+    /// Its values no program stores: the scores, their scaled and masked
+    /// forms, the probabilities; with a backward, dO v^T and the softmax's
+    /// gradient chain.
+    llvm::SmallVector<mlir::Value> unstored;
+    /// With a backward: the forward's probabilities, whose place each query
+    /// row's log-sum-exp ([..., S], f32) takes; the forward's output, which
+    /// the backward reads again; the backward's first op, until which both
+    /// live.
+    mlir::Value logSumExp, output;
+    mlir::Operation *backward = nullptr;
+  };
+  std::vector<Core> cores;
+  /// The core of each value in a core's `unstored`, and the backward core
+  /// that keeps each `logSumExp` and `output`.
+  llvm::DenseMap<mlir::Value, unsigned> coreOf, keptBy;
+  /// exec.attention ops the programs will have.
   size_t forwards = 0;
   /// exec.attention_grad ops the programs will have.
   size_t backwards = 0;
+
+  /// The share of `value`'s bytes (`elementBytes` an element) the programs
+  /// store, where `fuses(c)` says whether core c fuses: 1; 0 for what a
+  /// fused core never stores; for probabilities whose log-sum-exp a fused
+  /// backward keeps, that ([..., S] f32 of [..., S, T]).
+  double storedShare(mlir::Value value, size_t elementBytes,
+                     llvm::function_ref<bool(unsigned)> fuses) const;
+  /// The op until which `value` lives besides its readers, where `fuses`
+  /// as above: a fused backward's first op for its forward's output and
+  /// log-sum-exp; null for any other value.
+  mlir::Operation *livesUntil(mlir::Value value, llvm::function_ref<bool(unsigned)> fuses) const;
 };
 
 /// The cores of `block` (a graph function's body, laid out or not): q, k and
