@@ -153,6 +153,10 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     os << " (the compiled programs' arena: " << bytesText(num(totals["arena_bytes_per_rank"]))
        << ")";
   os << "\n";
+  if (totals.contains("flash_attention_saved_bytes"))
+    os << "Flash attention keeps attention's scores and probabilities out of memory: "
+       << bytesText(num(totals["flash_attention_saved_bytes"]))
+       << " less at the peak than with them stored (--fused-attention=false)\n";
   if (totals.value("fits_device_memory", json(true)) == json(false))
     os << "Warning: the peak memory per rank exceeds the device's "
        << bytesText(num(report.value("cluster", json::object()).value("device_memory_bytes", json(0))))

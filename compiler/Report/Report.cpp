@@ -47,6 +47,20 @@ private:
   llvm::DenseMap<Value, std::string> args;
 };
 
+/// The peak of values live from their op until after a given op.
+struct Peak {
+  double live = 0, peak = 0;
+  llvm::DenseMap<Operation *, double> freedAfter;
+  /// `bytes` made now, freed after `last`.
+  void add(double bytes, Operation *last) {
+    live += bytes;
+    freedAfter[last] += bytes;
+    peak = std::max(peak, live);
+  }
+  /// After `op`: what it was the last to read dies.
+  void after(Operation *op) { live -= freedAfter.lookup(op); }
+};
+
 nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layout) {
   return {{"value", names(v)}, {"shape", shapeOf(v)}, {"sbp", sbprt::toString(layout)}};
 }
@@ -60,7 +74,11 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   nlohmann::json ops = nlohmann::json::array(), boxings = nlohmann::json::array();
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   nlohmann::json zero;
-  double compute = 0, comm = 0, commBytes = 0, argBytes = 0, peakActivations = 0;
+  double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
+  // The peak of live activations; and as if every value were stored,
+  // where flash attention's cores are not.
+  Peak activations, unfused;
+  bool fusedAttention = false;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
@@ -92,9 +110,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     for (BlockArgument arg : fn.getArguments())
       if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
         argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
+    fusedAttention |= sizes.attention() && !sizes.attention()->cores.empty();
     // Activations live from their op to their last use.
-    double live = 0;
-    llvm::DenseMap<Operation *, double> freedAfter;
     for (Operation &op : fn.getBody().front()) {
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
         sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
@@ -156,25 +173,24 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       // Results become live; values whose last use this is die after it.
       for (Value result : op.getResults()) {
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
-        double bytes = layout ? static_cast<double>(localBytes(mesh, *layout, result,
-                                                               sizes.of(result))) *
-                                    sizes.storedShare(result)
-                              : 0;
-        live += bytes;
+        double bytes =
+            layout ? static_cast<double>(localBytes(mesh, *layout, result, sizes.of(result))) : 0;
         Operation *last = nullptr;
         for (Operation *user : result.getUsers())
           if (!last || last->isBeforeInBlock(user))
             last = user;
+        unfused.add(bytes, last ? last : &op);
         // A fused backward reads its forward's output and log-sum-exp again.
         if (Operation *until = sizes.livesUntil(result))
           if (!last || last->isBeforeInBlock(until))
             last = until;
-        freedAfter[last ? last : &op] += bytes;
+        activations.add(bytes * sizes.storedShare(result), last ? last : &op);
       }
-      peakActivations = std::max(peakActivations, live);
-      live -= freedAfter.lookup(&op);
+      activations.after(&op);
+      unfused.after(&op);
     }
   }
+  double peakActivations = activations.peak;
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
                             {"device_bf16_flops", inputs.cluster.flopsIn(/*bf16=*/true)},
@@ -196,6 +212,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         {"peak_memory_bytes", argBytes + peakActivations},
         {"fits_device_memory", argBytes + peakActivations <= inputs.cluster.memoryBytes}}},
   };
+  if (fusedAttention)
+    report["totals"]["flash_attention_saved_bytes"] = unfused.peak - activations.peak;
   if (!zero.is_null())
     report["zero"] = zero;
   return report;
