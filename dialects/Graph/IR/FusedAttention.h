@@ -12,7 +12,7 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Value.h"
 
-#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <optional>
