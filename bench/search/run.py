@@ -2,7 +2,8 @@
 """Layout-search benchmark: search time and plan quality of sbpc's searches
 (auto, drec, exact) and hand-written strategies (dp, tp, dp-tp) on GPT
 graphs at GPT-3 175B widths, shapes only (`sbpc compile --emit report`
-allocates nothing).
+allocates nothing): the forward with its loss, and one AdamW training step
+(`--train`).
 
 Writes OUT/results.json (one record per model, mesh and strategy),
 OUT/table.md (the tables bench/README.md quotes) and, when matplotlib is
@@ -10,7 +11,7 @@ importable, OUT/search.png. `make bench-search` runs it with matplotlib
 from a venv under the build directory.
 
 usage: run.py --sbpc build/bin/sbpc [--out bench/search] [--layers 1,12,24,48,96]
-              [--meshes dp=2,tp=4 ...] [--workdir DIR]
+              [--train-layers 1,12,96] [--meshes dp=2,tp=4 ...] [--workdir DIR]
 """
 import argparse
 import json
@@ -36,10 +37,10 @@ def devices(mesh):
     return n
 
 
-def compile_report(sbpc, model, mesh, strategy, out, memory_aware):
+def compile_report(sbpc, model, mesh, strategy, out, memory_aware, train=False):
     """One `sbpc compile --emit report`; a record of what it found."""
     cmd = [sbpc, "compile", model, "--mesh", mesh, "--strategy", strategy, "--cluster", CLUSTER,
-           "--emit", "report", "-o", out]
+           "--emit", "report", "-o", out] + (["--train"] if train else [])
     if not memory_aware:
         cmd.append("--ignore-memory")
     start = time.perf_counter()
@@ -69,11 +70,16 @@ def fmt_time(seconds):
     return "—" if seconds is None else f"{seconds:.3g}"
 
 
-def tables(records, layers, meshes):
+def tables(records, layers, meshes, workload="forward"):
+    records = [r for r in records if r.get("workload", "forward") == workload]
+    layers = [l for l in layers if any(r["layers"] == l for r in records)]
+    what = "" if workload == "forward" else ", training step"
+
     def find(l, m, s):
         return next((r for r in records if r["layers"] == l and r["mesh"] == m and r["strategy"] == s), None)
 
-    lines = ["### Search time (seconds, one core; the search alone, problem building included)", "",
+    lines = [f"### Search time{what} (seconds, one core; the search alone, problem building "
+             "included)", "",
              "auto (`--ignore-memory`) / auto memory-aware (`no fit`: no plan fits 80 GB per "
              "device) / drec", "",
              "| layers | " + " | ".join(f"`{m}` ({devices(m)})" for m in meshes) + " |",
@@ -86,7 +92,7 @@ def tables(records, layers, meshes):
                          f"{fmt_time(am['search_seconds']) if am and am['ok'] else 'no fit'} / "
                          f"{fmt_time(d['search_seconds']) if d and d['ok'] else '✗'}")
         lines.append(f"| {l} | " + " | ".join(cells) + " |")
-    lines += ["", "### Plan quality (estimated step time, seconds; lower is better)", "",
+    lines += ["", f"### Plan quality{what} (estimated step time, seconds; lower is better)", "",
               "| layers | mesh | " + " | ".join(STRATEGIES) + " | auto, memory-aware |",
               "|---|---|" + "---|" * (len(STRATEGIES) + 1)]
     for l in layers:
@@ -109,8 +115,12 @@ def tables(records, layers, meshes):
     return "\n".join(lines)
 
 
-def checks(records):
+def checks(records, workload="forward"):
     """The issue's targets, as lines of text and whether each holds."""
+    records = [r for r in records if r.get("workload", "forward") == workload]
+    if not records:
+        return []
+    what = "" if workload == "forward" else " (training steps)"
     out = []
     by_case = {}
     for r in records:
@@ -128,22 +138,23 @@ def checks(records):
         exact = case.get("exact")
         if exact and exact["ok"]:
             gaps.append((auto["step_time_s"] / exact["step_time_s"] - 1, l, m))
-    out.append(("auto never worse than drec or a hand-written strategy", not worse, worse))
+    out.append((f"auto never worse than drec or a hand-written strategy{what}", not worse, worse))
     worst = max(gaps) if gaps else None
-    out.append((f"auto within 2% of exact where exact finishes ({len(gaps)} cases"
+    out.append((f"auto within 2% of exact where exact finishes{what} ({len(gaps)} cases"
                 + (f", worst {worst[0] * 100:.2f}% on {worst[1]} layers, {worst[2]})" if worst else ")"),
                 all(g[0] <= 0.02 for g in gaps), []))
     big = [r for r in records if r["strategy"] in ("auto", "auto-memory") and r["layers"] == 96
            and devices(r["mesh"]) == 1024]
-    for r in big:
-        what = "auto" if r["strategy"] == "auto" else "auto, memory-aware,"
-        out.append((f"{what} on 96 layers, {r['mesh']}: "
+    for r in big if workload == "forward" else []:
+        name = "auto" if r["strategy"] == "auto" else "auto, memory-aware,"
+        out.append((f"{name} on 96 layers, {r['mesh']}: "
                     f"{fmt_time(r.get('search_seconds'))} s (target < 1 s)",
                     r["ok"] and r["search_seconds"] < 1.0, []))
     return out
 
 
 def plot(records, layers, meshes, path):
+    records = [r for r in records if r.get("workload", "forward") == "forward"]
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -187,32 +198,42 @@ def main():
     parser.add_argument("--sbpc", required=True)
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--layers", default="1,12,24,48,96")
+    parser.add_argument("--train-layers", default="1,12,96",
+                        help="the training steps' layer counts ('' for none)")
     parser.add_argument("--meshes", nargs="*", default=MESHES)
     parser.add_argument("--workdir")
     args = parser.parse_args()
-    layers = [int(x) for x in args.layers.split(",")]
+    layers = [int(x) for x in args.layers.split(",") if x]
+    train_layers = [int(x) for x in args.train_layers.split(",") if x]
     work = args.workdir or tempfile.mkdtemp(prefix="sbpc-bench-")
     os.makedirs(args.out, exist_ok=True)
     records = []
-    for l in layers:
+    cases = [("forward", l) for l in layers] + [("train", l) for l in train_layers]
+    for workload, l in cases:
         model = os.path.join(work, f"gpt3-{l}.mlir")
-        subprocess.run([args.sbpc, "gen", "gpt", "--layers", str(l), *GPT3, "-o", model], check=True)
+        if not os.path.exists(model):
+            subprocess.run([args.sbpc, "gen", "gpt", "--layers", str(l), *GPT3, "-o", model],
+                           check=True)
         for m in args.meshes:
             for s in STRATEGIES + ["auto-memory"]:
                 strategy = "auto" if s == "auto-memory" else s
-                out = os.path.join(work, f"{l}-{m}-{s}")
-                record = {"layers": l, "mesh": m, "devices": devices(m), "strategy": s,
-                          **compile_report(args.sbpc, model, m, strategy, out, s == "auto-memory")}
+                out = os.path.join(work, f"{workload}-{l}-{m}-{s}")
+                record = {"workload": workload, "layers": l, "mesh": m, "devices": devices(m),
+                          "strategy": s,
+                          **compile_report(args.sbpc, model, m, strategy, out, s == "auto-memory",
+                                           train=workload == "train")}
                 records.append(record)
                 status = (f"{record['search_seconds']:.3f} s, step {record['step_time_s']:.4g} s"
                           if record["ok"] else record["error"])
-                print(f"{l:3d} layers  {m:16s} {s:12s} {status}", flush=True)
-    text = tables(records, layers, args.meshes)
-    results = checks(records)
+                print(f"{workload:7s} {l:3d} layers  {m:16s} {s:12s} {status}", flush=True)
+    text = "\n\n".join(tables(records, layers if w == "forward" else train_layers, args.meshes, w)
+                        for w in ("forward", "train") if any(r["workload"] == w for r in records))
+    results = checks(records) + checks(records, "train")
     summary = "\n".join(f"- [{'x' if ok else ' '}] {what}" + "".join(f"\n  - {d}" for d in details[:10])
                         for what, ok, details in results)
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "cluster": CLUSTER, "model": "gpt " + " ".join(GPT3)}
+            "cpus": os.cpu_count(), "cluster": CLUSTER, "model": "gpt " + " ".join(GPT3),
+            "train": "--train (AdamW)"}
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "records": records}, f, indent=1)
     with open(os.path.join(args.out, "table.md"), "w") as f:

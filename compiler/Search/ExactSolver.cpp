@@ -13,6 +13,15 @@
 // is planned first on sizes alone, so that a graph over the budget is
 // refused before any table is built. Back-substitution in reverse order
 // reads the optimum's layouts, then each node's choice.
+//
+// Given a plan to hold values at, the planning holds instead of refusing:
+// where a table would exceed the budget, the widest value in it takes the
+// plan's layout (a domain of one), and the solve then eliminates in the
+// planned order, whose tables the smaller domains only shrink. A training
+// step's attention block is wide (its forward values wait for the
+// backward), so one mesh axis of it alone can need tables of millions of
+// entries; with the block's widest values held, the rest is still solved
+// exactly.
 #include "compiler/Search/SearchProblem.h"
 
 #include <limits>
@@ -35,6 +44,10 @@ struct Var {
   int positionOf(int layout) const {
     return std::lower_bound(position.begin(), position.end(), std::make_pair(layout, 0))->second;
   }
+  bool has(int layout) const {
+    auto it = std::lower_bound(position.begin(), position.end(), std::make_pair(layout, 0));
+    return it != position.end() && it->first == layout;
+  }
 };
 
 struct Factor {
@@ -48,8 +61,8 @@ struct Factor {
 class Eliminator {
 public:
   Eliminator(SearchProblem &problem, const ExactBudget &budget,
-             const std::vector<std::vector<size_t>> &allowed)
-      : problem(problem), budget(budget), allowed(allowed) {}
+             const std::vector<std::vector<size_t>> &allowed, HoldAt *hold)
+      : problem(problem), budget(budget), allowed(allowed), hold(hold) {}
 
   std::optional<Solution> solve(std::string &error);
 
@@ -62,12 +75,17 @@ private:
   int addFactor(std::vector<int> scope, std::string &error,
                 llvm::function_ref<std::string()> where);
   size_t tableSize(const std::vector<int> &scope) const;
+  bool fits(size_t size, size_t extraWork) const;
+  std::vector<int> eliminationScope(int v, std::vector<int> &involved);
+  bool holdWidest(const std::vector<int> &scope);
   std::string describe(int v) const;
   bool overBudget(llvm::function_ref<std::string()> where, std::string &error) const;
 
   SearchProblem &problem;
   const ExactBudget &budget;
   const std::vector<std::vector<size_t>> &allowed;
+  HoldAt *hold; // hold values at its plan rather than refuse
+  std::vector<int> plannedOrder; // the variables in the order planned
   std::vector<Var> vars;
   std::vector<std::vector<int>> varOf; // [node][output] -> variable or -1
   std::vector<Factor> factors;
@@ -95,6 +113,51 @@ size_t Eliminator::tableSize(const std::vector<int> &scope) const {
     size *= d;
   }
   return size;
+}
+
+/// Whether a new table of `size` entries, and `extraWork` more combined,
+/// stays within the budget.
+/// With `hold` (when planning holds values rather than refusing), a
+/// table is also held to a share of the total per variable, and the
+/// entries are paced: after eliminating a share of the variables, at most
+/// that share of the total (plus an eighth), one entry kept for each
+/// variable left. Otherwise the first blocks take what the last need.
+bool Eliminator::fits(size_t size, size_t extraWork) const {
+  if (work + size + extraWork > budget.maxWork)
+    return false;
+  if (!hold)
+    return size <= budget.maxTable && totalEntries + size <= budget.maxTotal;
+  double count = static_cast<double>(std::max<size_t>(vars.size(), 1));
+  double perVariable = std::max(4096.0, 32.0 * budget.maxTotal / count);
+  double share = std::min(1.0, (order.size() + count / 8) / count);
+  return size <= std::min<double>(budget.maxTable, perVariable) &&
+         totalEntries + size + (count - order.size()) <= budget.maxTotal * share;
+}
+
+/// Holds the widest value of `scope` at the plan's layout (among equally
+/// wide ones, an order `hold->variant` scrambles, so that successive
+/// solves free different values); false when every value there already
+/// has a single layout.
+bool Eliminator::holdWidest(const std::vector<int> &scope) {
+  auto rank = [&](int u) {
+    size_t scrambled = (static_cast<size_t>(u) + 1) * 0x9E3779B97F4A7C15ull * (hold->variant + 1);
+    return std::make_pair(vars[u].domain.size(), scrambled >> 32);
+  };
+  int widest = -1;
+  for (int u : scope)
+    if (vars[u].domain.size() > 1 && (widest < 0 || rank(u) > rank(widest)))
+      widest = u;
+  if (widest < 0)
+    return false;
+  Var &var = vars[widest];
+  const std::vector<size_t> &choices = allowed[var.node];
+  size_t planned = hold->plan[var.node];
+  size_t c = llvm::is_contained(choices, planned) ? planned : choices.front();
+  int layout = problem.nodes()[var.node].outputLayout(c, var.output);
+  var.domain = {layout};
+  var.position = {{layout, 0}};
+  ++hold->held;
+  return true;
 }
 
 std::string Eliminator::describe(int v) const {
@@ -201,6 +264,8 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
     return "'" + node.name() + "'" +
            (node.op ? " at " + sbp::describeLocation(node.op->getLoc()) : std::string());
   };
+  while (symbolic && hold && !fits(tableSize(scope), 0) && holdWidest(scope)) {
+  }
   int id = addFactor(scope, error, where);
   if (id < 0)
     return false;
@@ -214,11 +279,18 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
   for (size_t c : allowed[n]) {
     double base = problem.nodeCost(n, c);
     size_t resultIndex = 0;
-    for (size_t r = 0; r < node.outputs.size(); ++r)
+    bool inDomains = true;
+    for (size_t r = 0; r < node.outputs.size() && inDomains; ++r)
       if (int v = varOf[n][r]; v >= 0) {
+        int layout = node.outputLayout(c, r);
+        // A value held at one layout rules out the choices that define another.
+        if (!(inDomains = vars[v].has(layout)))
+          break;
         size_t at = llvm::find(scope, v) - scope.begin();
-        resultIndex += factor.stride[at] * vars[v].positionOf(node.outputLayout(c, r));
+        resultIndex += factor.stride[at] * vars[v].positionOf(layout);
       }
+    if (!inDomains)
+      continue;
     // Boxing of each input per layout of its variable, at inputOffset[k].
     std::vector<double> &inputCost = scratchInputCost;
     inputCost.clear();
@@ -269,8 +341,10 @@ double Eliminator::priority(int v) {
   return size;
 }
 
-bool Eliminator::eliminate(int v, std::string &error) {
-  std::vector<int> &involved = scratchInvolved, scope;
+/// The scope of the table eliminating `v` would build, and the live
+/// factors it would combine.
+std::vector<int> Eliminator::eliminationScope(int v, std::vector<int> &involved) {
+  std::vector<int> scope;
   involved.clear();
   ++markStamp;
   for (int f : factorsOf[v])
@@ -282,6 +356,12 @@ bool Eliminator::eliminate(int v, std::string &error) {
           scope.push_back(u);
         }
     }
+  return scope;
+}
+
+bool Eliminator::eliminate(int v, std::string &error) {
+  std::vector<int> &involved = scratchInvolved;
+  std::vector<int> scope = eliminationScope(v, involved);
   auto where = [&] { return "the value of " + describe(v); };
   int id = addFactor(scope, error, where);
   if (id < 0)
@@ -351,6 +431,13 @@ bool Eliminator::eliminateAll(std::string &error) {
   for (size_t n = 0; n < problem.nodes().size(); ++n)
     if (!buildNodeFactor(n, error))
       return false;
+  if (!symbolic) {
+    // The planned order: with the values it held, no table is larger than planned.
+    for (int v : plannedOrder)
+      if (!eliminate(v, error))
+        return false;
+    return true;
+  }
   using Entry = std::tuple<double, int, size_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
   std::vector<size_t> stamp(vars.size(), 0);
@@ -362,6 +449,21 @@ bool Eliminator::eliminateAll(std::string &error) {
     queue.pop();
     if (done[v] || s != stamp[v])
       continue;
+    if (symbolic && hold) {
+      // Over the budget: hold the widest neighbour and look again, as the
+      // cheapest variable may now be another.
+      std::vector<int> scope = eliminationScope(v, scratchInvolved);
+      size_t size = tableSize(scope);
+      if (!fits(size, size * (vars[v].domain.size() - 1)) && holdWidest(scope)) {
+        for (int u : scope) {
+          ++stamp[u];
+          queue.push({priority(u), u, stamp[u]});
+        }
+        ++stamp[v];
+        queue.push({priority(v), v, stamp[v]});
+        continue;
+      }
+    }
     if (!eliminate(v, error))
       return false;
     done[v] = true;
@@ -376,7 +478,7 @@ bool Eliminator::eliminateAll(std::string &error) {
 std::optional<Solution> Eliminator::solve(std::string &error) {
   const std::vector<Node> &nodes = problem.nodes();
   buildVariables();
-  // Plan on sizes alone, then solve in the same (deterministic) order.
+  // Plan on sizes alone, then solve in the same order.
   for (bool planning : {true, false}) {
     symbolic = planning;
     factors.clear();
@@ -386,6 +488,8 @@ std::optional<Solution> Eliminator::solve(std::string &error) {
     totalEntries = work = 0;
     if (!eliminateAll(error))
       return std::nullopt;
+    if (planning)
+      plannedOrder.assign(llvm::make_first_range(order).begin(), llvm::make_first_range(order).end());
   }
 
   // Back-substitution: each variable's best layout given those eliminated after it.
@@ -406,6 +510,10 @@ std::optional<Solution> Eliminator::solve(std::string &error) {
         best = seconds;
         assigned[v] = static_cast<int>(d);
       }
+    }
+    if (assigned[v] < 0) {
+      error = "exact search found no plan with the values it held";
+      return std::nullopt;
     }
   }
 
@@ -446,7 +554,8 @@ std::optional<Solution> Eliminator::solve(std::string &error) {
 
 std::optional<Solution> solveExact(SearchProblem &problem, const ExactBudget &budget,
                                    std::string &error,
-                                   const std::vector<std::vector<size_t>> *allowed) {
+                                   const std::vector<std::vector<size_t>> *allowed,
+                                   HoldAt *hold) {
   std::vector<std::vector<size_t>> all;
   if (!allowed) {
     for (const Node &node : problem.nodes()) {
@@ -455,7 +564,7 @@ std::optional<Solution> solveExact(SearchProblem &problem, const ExactBudget &bu
     }
     allowed = &all;
   }
-  Eliminator eliminator(problem, budget, *allowed);
+  Eliminator eliminator(problem, budget, *allowed, hold);
   return eliminator.solve(error);
 }
 

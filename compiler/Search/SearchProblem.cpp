@@ -58,8 +58,13 @@ void SearchProblem::intern(Candidates &candidates, ArrayRef<Value> outputs) {
 /// Ops with the same name, attributes and types have the same candidates;
 /// a model's repeated layers compute them once.
 const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error) {
+  // Its attributes but the block marks (graph.region names each layer
+  // apart), so that the layers of a model share their candidates.
+  NamedAttrList attrs(op->getAttrDictionary());
+  attrs.erase(graph::GraphDialect::kRegionAttr);
+  attrs.erase(graph::GraphDialect::kSelectiveAttr);
   std::vector<const void *> key{op->getName().getAsOpaquePointer(),
-                                op->getAttrDictionary().getAsOpaquePointer()};
+                                attrs.getDictionary(op->getContext()).getAsOpaquePointer()};
   // How much of a value is stored (sbp::ElementSizes::storedShare).
   auto share = [&](Value v) {
     return reinterpret_cast<const void *>(

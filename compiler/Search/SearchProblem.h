@@ -194,9 +194,22 @@ struct ExactBudget {
 /// read back. `allowed`, when given, restricts node n to the choices in
 /// allowed[n] (the solution then indexes the full choice lists). Fails
 /// with `error` when a table would exceed `budget`.
+///
+/// With `hold`, it does not fail on size: where a table would exceed the
+/// budget, the widest value in it keeps the layout `hold->plan` gives it
+/// (its producer's choice there, or its first allowed one if that is not
+/// allowed), until every table fits. The result is then the optimum over
+/// the rest with those values held (a large-neighbourhood step: no worse
+/// than the plan when the plan is allowed).
+struct HoldAt {
+  const std::vector<size_t> &plan;
+  unsigned variant = 0; // which of equally wide values to hold first
+  size_t held = 0;      // out: how many values were held
+};
 std::optional<Solution> solveExact(SearchProblem &problem, const ExactBudget &budget,
                                    std::string &error,
-                                   const std::vector<std::vector<size_t>> *allowed = nullptr);
+                                   const std::vector<std::vector<size_t>> *allowed = nullptr,
+                                   HoldAt *hold = nullptr);
 
 /// MindSpore's double-recursive search: one round per mesh axis (each
 /// axis a cut into its size); within a round, ops heaviest first, each cut

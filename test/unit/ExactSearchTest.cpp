@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -77,6 +79,31 @@ protected:
     double best = bruteForce(*problem, assignments);
     EXPECT_GE(assignments, minAssignments);
     EXPECT_NEAR(best, solution->seconds, 1e-12 * std::max(1.0, best));
+  }
+
+  /// A random trial's graph, parsed, its search problem and its optimum
+  /// (none where one fails, `error` then saying why).
+  struct Trial {
+    OwningOpRef<ModuleOp> module;
+    std::unique_ptr<sbp::BoxingPlans> plans;
+    std::optional<search::SearchProblem> problem;
+    std::optional<search::Solution> exact;
+    std::string error;
+  };
+  Trial buildTrial(const std::string &source, const sbprt::Mesh &mesh, const Cluster &cluster) {
+    Trial trial;
+    trial.module = parseSourceString<ModuleOp>(source, &ctx);
+    if (!trial.module)
+      return trial;
+    auto fn = *trial.module->getOps<func::FuncOp>().begin();
+    trial.plans = std::make_unique<sbp::BoxingPlans>(mesh, cluster);
+    FailureOr<search::SearchProblem> problem =
+        search::SearchProblem::build(fn, mesh, cluster, *trial.plans);
+    if (failed(problem))
+      return trial;
+    trial.problem = std::move(*problem);
+    trial.exact = search::solveExact(*trial.problem, search::ExactBudget{}, trial.error);
+    return trial;
   }
 
   MLIRContext ctx;
@@ -170,16 +197,10 @@ TEST_F(ExactSearchTest, AutoEqualsExactAndBoundsTheHeuristicsOnRandomGraphs) {
     const sbprt::Mesh &mesh = meshes[trial % meshes.size()];
     std::string source = randomGraph(rng, 3 + trial % 5);
     SCOPED_TRACE(source);
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &ctx);
-    ASSERT_TRUE(module);
-    auto fn = *module->getOps<func::FuncOp>().begin();
-    sbp::BoxingPlans plans(mesh, cluster);
-    FailureOr<search::SearchProblem> problem =
-        search::SearchProblem::build(fn, mesh, cluster, plans);
-    ASSERT_TRUE(succeeded(problem));
-    std::optional<search::Solution> exact =
-        search::solveExact(*problem, search::ExactBudget{}, error);
-    ASSERT_TRUE(exact) << error;
+    Trial built = buildTrial(source, mesh, cluster);
+    ASSERT_TRUE(built.exact) << built.error;
+    search::SearchProblem *problem = &*built.problem;
+    const std::optional<search::Solution> &exact = built.exact;
     double tolerance = 1e-9 * exact->seconds;
     if (assignmentsOf(*problem) <= 2e5) {
       size_t assignments = 0;
@@ -206,6 +227,55 @@ TEST_F(ExactSearchTest, AutoEqualsExactAndBoundsTheHeuristicsOnRandomGraphs) {
   // The trials must exercise both checks.
   EXPECT_GE(bruteForced, 10);
   EXPECT_GE(localBeatsDRec, 1);
+}
+
+TEST_F(ExactSearchTest, HeldSolvesFitTheBudgetAndNeverLoseToTheirPlan) {
+  // A budget of 64 entries a table: too small for exact on most of these
+  // graphs. Held at D-Rec's plan, the solve fits it, is never worse than
+  // D-Rec (whose plan stays possible) nor better than the optimum, and
+  // often improves on D-Rec; with the default budget nothing is held.
+  std::mt19937 rng(20261126);
+  sbprt::Mesh mesh{{"a", "b"}, {2, 2}};
+  std::string error;
+  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
+  search::ExactBudget tiny{64, 1 << 16};
+  int refused = 0, held = 0, beatsPlan = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    std::string source = randomGraph(rng, 6 + trial % 7);
+    SCOPED_TRACE(source);
+    Trial built = buildTrial(source, mesh, cluster);
+    ASSERT_TRUE(built.exact) << built.error;
+    search::SearchProblem *problem = &*built.problem;
+    const std::optional<search::Solution> &exact = built.exact;
+    search::Solution drec = search::solveDRec(*problem);
+    double tolerance = 1e-9 * exact->seconds;
+
+    search::HoldAt roomy{drec.choice};
+    std::optional<search::Solution> unheld =
+        search::solveExact(*problem, search::ExactBudget{}, error, nullptr, &roomy);
+    ASSERT_TRUE(unheld) << error;
+    EXPECT_EQ(roomy.held, 0u);
+    EXPECT_NEAR(unheld->seconds, exact->seconds, tolerance);
+
+    std::string refusal;
+    if (!search::solveExact(*problem, tiny, refusal)) {
+      EXPECT_NE(refusal.find("exact search needs a table of"), std::string::npos) << refusal;
+      ++refused;
+    }
+    search::HoldAt hold{drec.choice};
+    std::optional<search::Solution> solution =
+        search::solveExact(*problem, tiny, error, nullptr, &hold);
+    ASSERT_TRUE(solution) << error;
+    EXPECT_NEAR(solution->seconds, search::evaluate(*problem, solution->choice), tolerance);
+    EXPECT_LE(solution->seconds, drec.seconds + tolerance);
+    EXPECT_GE(solution->seconds, exact->seconds - tolerance);
+    held += hold.held > 0;
+    beatsPlan += solution->seconds < drec.seconds - tolerance;
+  }
+  // The trials must exercise the holding, and it must still optimize.
+  EXPECT_GE(refused, 20);
+  EXPECT_GE(held, refused);
+  EXPECT_GE(beatsPlan, 3);
 }
 
 } // namespace
