@@ -102,9 +102,10 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
           zero[entry.getName().str()] = llvm::to_vector(
               llvm::map_range(list.getAsValueRange<StringAttr>(), [](StringRef s) { return s.str(); }));
       }
-      zero["model_state_bytes_per_rank"] = zero.value("param_bytes_per_rank", 0) +
-                                           zero.value("gradient_bytes_per_rank", 0) +
-                                           zero.value("optimizer_state_bytes_per_rank", 0);
+      // int64_t defaults: an int would truncate the sum past 2 GiB.
+      zero["model_state_bytes_per_rank"] = zero.value("param_bytes_per_rank", int64_t{0}) +
+                                           zero.value("gradient_bytes_per_rank", int64_t{0}) +
+                                           zero.value("optimizer_state_bytes_per_rank", int64_t{0});
     }
     ElementSizes sizes(fn);
     for (BlockArgument arg : fn.getArguments())
@@ -202,8 +203,6 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       {"cluster", cluster},
       {"strategy", {{"name", inputs.strategy}, {"source", inputs.strategySource}}},
       {"search", search},
-      {"ops", ops},
-      {"boxings", boxings},
       {"totals",
        {{"comm_bytes_per_rank", commBytes},
         {"compute_time_s", compute},
@@ -212,6 +211,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         {"peak_memory_bytes", argBytes + peakActivations},
         {"fits_device_memory", argBytes + peakActivations <= inputs.cluster.memoryBytes}}},
   };
+  // Moved in, not copied: a step's lists run to hundreds of megabytes.
+  report["ops"] = std::move(ops);
+  report["boxings"] = std::move(boxings);
   if (fusedAttention)
     report["totals"]["flash_attention_saved_bytes"] = unfused.peak - activations.peak;
   if (!zero.is_null())
