@@ -53,6 +53,87 @@ FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx
   return std::make_pair(name.str(), layout.toLayout());
 }
 
+/// Adds `name` -> `value` to the sbp.starts dictionary of an op or argument.
+DictionaryAttr withStart(DictionaryAttr starts, StringRef name, Attribute value) {
+  NamedAttrList entries(starts);
+  entries.set(name, value);
+  return entries.getDictionary(value.getContext());
+}
+
+/// For --strategy auto on a training step: lays out a copy of `module` by each named strategy
+/// that applies to the mesh (its seeds, then propagation) and marks what
+/// each gave every op and free argument of the model (sbp::kStarts), for
+/// the search to start from. A strategy that fails on the model is left
+/// out, silently: the search does not need it.
+void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbprt::Mesh &mesh,
+                        const std::string &cluster) {
+  MLIRContext *ctx = module.getContext();
+  func::FuncOp modelFn = model.func;
+  for (const char *name : {"dp", "dp-tp", "tp"}) {
+    std::string error;
+    std::optional<Seeds> seeds = strategySeeds(name, model, mesh, error);
+    if (!seeds)
+      continue;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto fn = copy->lookupSymbol<func::FuncOp>(modelFn.getSymName());
+    auto meshOp = *copy->getOps<sbp::MeshOp>().begin();
+    bool seeded = true;
+    for (BlockArgument arg : fn.getArguments()) {
+      auto given = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::GraphDialect::kParamAttr);
+      if (!given)
+        given = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
+      auto seed = given ? seeds->arguments.find(given.str()) : seeds->arguments.end();
+      if (seed == seeds->arguments.end() || fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))
+        continue; // the user's --layout seeds stay
+      seeded &= sbp::checkValueLayout(mesh, seed->second, arg).empty();
+      fn.setArgAttr(arg.getArgNumber(), sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
+    }
+    if (!seeded)
+      continue;
+    if (seeds->residualStream)
+      pinResidualStream(fn, meshOp, *seeds->residualStream);
+    {
+      ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+      PassManager pm(ctx);
+      sbp::SbpPropagateOptions propagate;
+      propagate.cluster = cluster;
+      pm.addPass(sbp::createSbpPropagate(propagate));
+      if (failed(pm.run(*copy)))
+        continue;
+    }
+    // The copy's ops in the model's order, less the pins the strategy added.
+    SmallVector<Operation *> laidOut;
+    for (Operation &op : fn.getBody().front().without_terminator())
+      laidOut.push_back(&op);
+    auto next = laidOut.begin();
+    SmallVector<std::pair<Operation *, Operation *>> pairs;
+    bool matched = true;
+    for (Operation &op : modelFn.getBody().front().without_terminator()) {
+      while (next != laidOut.end() && isa<sbp::ConstraintOp>(*next) && !isa<sbp::ConstraintOp>(op))
+        ++next;
+      if (!(matched = next != laidOut.end() && (*next)->getName() == op.getName()))
+        break;
+      pairs.push_back({&op, *next++});
+    }
+    if (!matched)
+      continue;
+    for (auto [op, copied] : pairs) {
+      auto operands = copied->getAttrOfType<ArrayAttr>(sbp::kOperandLayouts);
+      auto results = copied->getAttrOfType<ArrayAttr>(sbp::kResultLayouts);
+      if (operands && results)
+        op->setAttr(sbp::kStarts,
+                    withStart(op->getAttrOfType<DictionaryAttr>(sbp::kStarts), name,
+                              ArrayAttr::get(ctx, {operands, results})));
+    }
+    for (BlockArgument arg : modelFn.getArguments())
+      if (Attribute layout = fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))
+        modelFn.setArgAttr(
+            arg.getArgNumber(), sbp::kStarts,
+            withStart(modelFn.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), sbp::kStarts),
+                      name, layout));
+  }
+}
+
 LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::string error;
   auto file = openOutputFile(path, &error);
@@ -164,7 +245,18 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   // updates of a training step, boxing makes every change explicit.
   PassManager pm(&ctx);
   auto start = std::chrono::steady_clock::now();
+  double startsSeconds = 0;
   if (isSearchStrategy(command.strategy)) {
+    // On a training step each mesh axis is too wide to solve exactly
+    // (docs/search.md), and the local search can miss a plan as regular
+    // as a named strategy's; on a forward graph the exact per-axis solves
+    // find those or better, and laying them out would cost up to a second.
+    if (command.strategy == "auto" && command.train) {
+      auto marking = std::chrono::steady_clock::now();
+      markStrategyStarts(*module, *model, *mesh, command.cluster);
+      startsSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - marking).count();
+    }
     sbp::SbpSearchOptions search;
     search.algorithm = command.strategy;
     search.cluster = command.cluster;
@@ -204,6 +296,12 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
                       isSearchStrategy(command.strategy) ? command.strategy : "propagate",
                       seconds};
   nlohmann::json report = buildReport(*module, inputs);
+  if (command.strategy == "auto" && command.train) {
+    // Laying the named strategies out to start from is part of the search.
+    nlohmann::json &search = report["search"];
+    search["starts_seconds"] = startsSeconds;
+    search["search_seconds"] = search.value("search_seconds", 0.0) + startsSeconds;
+  }
   report["precision"] = command.precision;
   llvm::SmallString<256> reportPath(command.outputDir), modelPath(command.outputDir);
   llvm::sys::path::append(reportPath, "report.json");

@@ -31,6 +31,12 @@ constexpr llvm::StringLiteral kFuncMesh = "sbp.mesh";
 /// its runner-up signature (operands, results, plan_seconds).
 constexpr llvm::StringLiteral kFuncSearch = "sbp.search";
 constexpr llvm::StringLiteral kRunnerUp = "sbp.runner_up";
+/// Set by `sbpc compile --strategy auto` for --sbp-search, which removes
+/// it: on an op, a dictionary from a named strategy to the signature its
+/// propagation gave the op ([operand layouts, result layouts]); on a free
+/// argument, to the argument's layout. The search starts from the best of
+/// these plans too.
+constexpr llvm::StringLiteral kStarts = "sbp.starts";
 /// Set by --sbp-zero on the function: the stage, the data-parallel axes and
 /// the bytes of parameters, gradients and optimizer states per rank.
 constexpr llvm::StringLiteral kFuncZero = "sbp.zero";

@@ -195,8 +195,10 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
                                   const std::vector<size_t> *warm, double memoryLimit) {
   // Small enough to solve exactly as a whole?
   std::string error;
-  if (std::optional<Solution> exact = solveExact(problem, options.whole, error))
+  if (std::optional<Solution> exact = solveExact(problem, options.whole, error)) {
+    exact->start = "exact";
     return exact;
+  }
   ExactBudget perAxis{size_t(1) << 20, size_t(1) << 24};
   Solution best;
   size_t evaluated = 0;
@@ -204,11 +206,21 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
     best.choice = *warm;
   } else {
     best = solveDRec(problem);
+    best.start = "drec";
     evaluated = best.candidatesEvaluated;
+    double cost = objective(problem, best.choice);
+    auto consider = [&](const std::vector<size_t> &choice, const std::string &name) {
+      if (double seconds = objective(problem, choice); seconds < cost) {
+        best.choice = choice;
+        best.start = name;
+        cost = seconds;
+      }
+    };
     if (std::optional<Solution> axisByAxis =
             solveAxisByAxis(problem, perAxis, best.choice, evaluated))
-      if (objective(problem, axisByAxis->choice) < objective(problem, best.choice))
-        best.choice = axisByAxis->choice;
+      consider(axisByAxis->choice, "axis-by-axis");
+    for (const auto &[name, choice] : options.starts)
+      consider(choice, name);
     if (memoryLimit > 0 && planMemory(problem, best.choice) > memoryLimit) {
       best.candidatesEvaluated = evaluated;
       return best;
@@ -252,6 +264,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
               " per rank, a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }
+    fitting->start = best->start;
     best = fitting;
   }
   best->seconds = evaluate(problem, best->choice);

@@ -160,6 +160,9 @@ struct Solution {
   std::vector<size_t> choice;
   double seconds = 0;
   size_t candidatesEvaluated = 0;
+  /// Where auto's local search started: drec, axis-by-axis or a named
+  /// strategy's plan (empty when auto solved exactly).
+  std::string start;
 };
 
 /// The cost of choosing `choice[n]` for every node n: compute plus the
@@ -223,10 +226,14 @@ struct AutoOptions {
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};
+  /// Plans to start the local search from besides D-Rec's and the
+  /// axis-by-axis solve's (the named strategies': sbp::kStarts), by name.
+  std::vector<std::pair<std::string, std::vector<size_t>>> starts;
 };
 
 /// The default search: the exact optimum when the eliminated graph is
-/// small; otherwise the best of D-Rec and an axis-by-axis exact solve,
+/// small; otherwise the best of D-Rec, an axis-by-axis exact solve and the
+/// given starts,
 /// improved by exact re-solves of one mesh axis at a time and single-node
 /// moves until nothing improves. Memory-aware: a plan over
 /// `cluster.memoryBytes` per rank is re-solved with a growing price on

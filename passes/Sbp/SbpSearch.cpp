@@ -5,6 +5,9 @@
 #include "passes/Sbp/Passes.h"
 
 #include <chrono>
+#include <limits>
+#include <map>
+#include <set>
 
 namespace sbpc::sbp {
 #define GEN_PASS_DEF_SBPSEARCH
@@ -38,6 +41,64 @@ public:
   }
 
 private:
+  /// The plans marked on the function to start from (sbp::kStarts), as
+  /// choices of the problem's nodes; the marks are removed. A plan that
+  /// leaves a node unmarked, or marks one with a signature the node does
+  /// not have, is left out.
+  static std::vector<std::pair<std::string, std::vector<size_t>>>
+  takeStarts(search::SearchProblem &problem) {
+    func::FuncOp fn = problem.function();
+    std::map<std::string, std::vector<size_t>> plans;
+    std::set<std::string> broken;
+    const std::vector<search::Node> &nodes = problem.nodes();
+    for (auto [n, node] : llvm::enumerate(nodes)) {
+      DictionaryAttr marks =
+          node.op ? node.op->getAttrOfType<DictionaryAttr>(kStarts)
+                  : fn.getArgAttrOfType<DictionaryAttr>(
+                        cast<BlockArgument>(node.argument).getArgNumber(), kStarts);
+      if (!marks)
+        continue;
+      for (NamedAttribute mark : marks) {
+        std::string name = mark.getName().str();
+        std::vector<size_t> &plan = plans[name];
+        plan.resize(nodes.size(), std::numeric_limits<size_t>::max());
+        auto toLayouts = [](Attribute list) {
+          std::vector<sbprt::NdSbp> layouts;
+          for (Attribute layout : cast<ArrayAttr>(list))
+            layouts.push_back(cast<NdSbpAttr>(layout).toLayout());
+          return layouts;
+        };
+        std::vector<sbprt::NdSbp> operands, results;
+        if (auto pair = dyn_cast<ArrayAttr>(mark.getValue())) {
+          operands = toLayouts(pair[0]);
+          results = toLayouts(pair[1]);
+        } else {
+          results = {cast<NdSbpAttr>(mark.getValue()).toLayout()};
+        }
+        for (size_t c = 0; c < node.numChoices() && plan[n] == std::numeric_limits<size_t>::max();
+             ++c)
+          if (node.choice(c).results == results && (!node.op || node.choice(c).operands == operands))
+            plan[n] = c;
+      }
+    }
+    std::vector<std::pair<std::string, std::vector<size_t>>> starts;
+    for (auto &[name, plan] : plans) {
+      bool complete = true;
+      for (auto [n, node] : llvm::enumerate(nodes))
+        if (plan[n] == std::numeric_limits<size_t>::max()) {
+          if (node.numChoices() != 1)
+            complete = false;
+          plan[n] = 0;
+        }
+      if (complete)
+        starts.push_back({name, std::move(plan)});
+    }
+    fn.walk([](Operation *op) { op->removeAttr(kStarts); });
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      fn.removeArgAttr(i, kStarts);
+    return starts;
+  }
+
   LogicalResult search(func::FuncOp fn, LayoutContext &context) {
     auto start = std::chrono::steady_clock::now();
     FailureOr<search::SearchProblem> problem =
@@ -46,12 +107,15 @@ private:
       return failure();
     std::string error;
     std::optional<search::Solution> solution;
+    search::AutoOptions options;
+    options.checkMemory = memoryCheck;
+    options.starts = takeStarts(*problem);
     if (algorithm == "exact")
       solution = search::solveExact(*problem, kExactBudget, error);
     else if (algorithm == "drec")
       solution = search::solveDRec(*problem);
     else
-      solution = search::solveAuto(*problem, error, {memoryCheck});
+      solution = search::solveAuto(*problem, error, options);
     if (!solution)
       return fn.emitError() << error;
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -78,6 +142,9 @@ private:
                      b.getNamedAttr("candidates_evaluated",
                                     b.getI64IntegerAttr(solution->candidatesEvaluated)),
                      b.getNamedAttr("plan_seconds", b.getF64FloatAttr(solution->seconds)),
+                     b.getNamedAttr("start", b.getStringAttr(solution->start.empty()
+                                                                  ? algorithm.getValue()
+                                                                  : solution->start)),
                      b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
                      b.getNamedAttr("memory_bytes_per_rank",
                                     b.getF64FloatAttr(search::planMemory(*problem, solution->choice)))}));
