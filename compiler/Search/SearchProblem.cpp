@@ -2,6 +2,7 @@
 // solutions.
 #include "compiler/Search/SearchProblem.h"
 
+#include "dialects/Graph/IR/GraphOps.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/bit.h"
@@ -139,6 +140,14 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
     node.inputs.assign(op.operand_begin(), op.operand_end());
     for (OpOperand &use : op.getOpOperands())
       node.inputElementBytes.push_back(problem.sizes_.ofUse(use));
+    node.roundTrip.assign(op.getNumOperands(), 0);
+    if (isa<graph::AdamwUpdateOp, graph::SgdUpdateOp>(op)) {
+      // The parameter (operand 0) and the states (2, and 3 for AdamW);
+      // the gradient (1) is the step's own.
+      for (unsigned k : {0u, 2u, 3u})
+        if (k < op.getNumOperands() && isa<BlockArgument>(op.getOperand(k)))
+          node.roundTrip[k] = 1;
+    }
     node.outputs.assign(op.result_begin(), op.result_end());
     for (Value operand : op.getOperands())
       if (problem.lastUse_.lookup(operand) != std::numeric_limits<size_t>::max())
@@ -227,11 +236,16 @@ double SearchProblem::boxingSeconds(size_t n, size_t k, int from, int to) {
     return 0.0;
   Value value = nodes_[n].inputs[k];
   size_t elementBytes = nodes_[n].inputElementBytes[k];
-  uint64_t key = (static_cast<uint64_t>(typeId(value.getType(), elementBytes)) << 42) |
+  bool roundTrip = !nodes_[n].roundTrip.empty() && nodes_[n].roundTrip[k];
+  uint64_t key = (static_cast<uint64_t>(roundTrip) << 63) |
+                 (static_cast<uint64_t>(typeId(value.getType(), elementBytes)) << 42) |
                  (static_cast<uint64_t>(from) << 21) | static_cast<uint64_t>(to);
   auto [it, inserted] = boxing_.try_emplace(key, 0.0);
-  if (inserted)
+  if (inserted) {
     it->second = plans_->get(value, layouts_[from], layouts_[to], elementBytes).seconds;
+    if (roundTrip)
+      it->second += plans_->get(value, layouts_[to], layouts_[from], elementBytes).seconds;
+  }
   return it->second;
 }
 
@@ -300,6 +314,28 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
       arguments += problem.localBytes(arg, problem.layoutId(*fixed));
   double live = 0, peak = 0;
   std::vector<double> freedAfter(problem.nodes().size() + 1, 0.0);
+  // What ops read in another layout than the producer gave: one reshard
+  // per value and layout (--sbp-insert-boxing shares it between the uses
+  // that want it), live from the first of those uses to the last.
+  std::vector<double> reshardedAt(problem.nodes().size() + 1, 0.0);
+  std::map<std::pair<const void *, int>, std::pair<size_t, size_t>> reshards;
+  for (auto [n, node] : llvm::enumerate(problem.nodes())) {
+    if (!node.op || isa<sbp::ConstraintOp>(node.op))
+      continue;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      int want = node.inputLayout(choice[n], k);
+      if (sourceLayout(problem, choice, n, k) == want)
+        continue;
+      auto [it, isNew] =
+          reshards.try_emplace({node.inputs[k].getAsOpaquePointer(), want}, n, n);
+      it->second.second = n;
+    }
+  }
+  for (auto &[key, span] : reshards) {
+    double bytes = problem.localBytes(Value::getFromOpaquePointer(key.first), key.second);
+    reshardedAt[span.first] += bytes;
+    freedAfter[span.second] += bytes;
+  }
   for (auto [n, node] : llvm::enumerate(problem.nodes())) {
     if (!node.op) {
       arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
@@ -307,6 +343,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     }
     if (isa<sbp::ConstraintOp>(node.op))
       continue;
+    live += reshardedAt[n];
     for (auto [r, result] : llvm::enumerate(node.outputs)) {
       double bytes = problem.localBytes(result, node.outputLayout(choice[n], r)) *
                      problem.sizes().storedShare(result, fuses);

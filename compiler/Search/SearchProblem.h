@@ -46,6 +46,10 @@ struct Node {
   std::vector<mlir::Value> inputs, outputs;
   /// Bytes of an element each input reads (sbp::ElementSizes::ofUse).
   std::vector<size_t> inputElementBytes;
+  /// Per input: an optimizer update's parameter or state, stored as its
+  /// argument is laid out. Its result goes back to that layout for the
+  /// next step, so a change of layout there is paid both ways.
+  std::vector<char> roundTrip;
 
   size_t numChoices() const { return candidates->sigs.size(); }
   const NdSignature &choice(size_t c) const { return candidates->sigs[c]; }
@@ -176,6 +180,8 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 
 /// Per-rank bytes of a plan: every argument for the whole step plus the
 /// peak of live activations in program order (as report.json counts it),
+/// each reshard's result (one per value and layout) from the first op that
+/// reads it to the last,
 /// without what flash attention's cores never store where the plan keeps
 /// each core's inputs as they are made.
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice);

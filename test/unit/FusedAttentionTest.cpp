@@ -188,9 +188,9 @@ TEST(FusedAttentionTest, PlanMemoryChecksEachCoreAgainstThePlan) {
   // scores and the probabilities 512 each.
   EXPECT_EQ(search::planMemory(*problem, planSplitting(0, 0)), 3 * 1024 + 1024);
   // The softmax split by heads between products split by batch: the
-  // scores and the probabilities are stored, the probabilities beside the
-  // output at its product.
-  EXPECT_EQ(search::planMemory(*problem, planSplitting(0, 1)), 3 * 1024 + 512 + 1024);
+  // scores and the probabilities are stored, the probabilities beside
+  // their reshard (split by batch again) and the output at its product.
+  EXPECT_EQ(search::planMemory(*problem, planSplitting(0, 1)), 3 * 1024 + 512 + 512 + 1024);
 }
 
 } // namespace
