@@ -14,7 +14,7 @@
 //    rest.
 // 3. Memory: a plan that needs more than the device's memory per rank is
 //    re-solved with a price on the bytes each choice defines, raised until
-//    a plan fits.
+//    a plan fits or raising it stops finding leaner plans.
 // Repeated layers cost little: identical ops share their candidates and
 // every cost is memoized by type and layouts.
 #include "compiler/Search/SearchProblem.h"
@@ -248,7 +248,8 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     double price = evaluate(problem, best->choice) / memory;
     std::optional<Solution> fitting;
     std::vector<size_t> start = best->choice;
-    for (int attempt = 0; attempt < 16 && !fitting; ++attempt, price *= 4) {
+    int stalled = 0;
+    for (int attempt = 0; attempt < 16 && !fitting && stalled < 3; ++attempt, price *= 4) {
       problem.setMemoryPrice(price);
       std::optional<Solution> priced = solveOnce(problem, options, &start, 0);
       start = priced->choice;
@@ -256,6 +257,10 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
       double needs = planMemory(problem, priced->choice);
       if (needs <= limit)
         fitting = priced;
+      // Three raises in a row that find nothing 1% leaner than the leanest
+      // so far: the price no longer buys memory (a 96-layer step took 16
+      // re-solves, a minute, to say so).
+      stalled = needs < memory * 0.99 ? 0 : stalled + 1;
       memory = std::min(memory, needs);
     }
     problem.setMemoryPrice(0);
