@@ -65,9 +65,23 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
      << str(strategy.value("source", json("?"))) << "), laid out by "
      << str(search.value("algorithm", json("?"))) << " in "
      << secondsText(num(search.value("wall_seconds", json(0)))) << "\n";
-  if (search.contains("candidates_evaluated") && search.contains("plan_seconds"))
+  if (search.contains("candidates_evaluated") && search.contains("plan_seconds")) {
     os << "  the search costed " << static_cast<uint64_t>(num(search["candidates_evaluated"]))
-       << " candidates; its plan: " << secondsText(num(search["plan_seconds"])) << "\n";
+       << " candidates; its plan: " << secondsText(num(search["plan_seconds"]));
+    // Where auto's plan came from (report.search.start).
+    std::string start = str(search.value("start", json("")));
+    if (search.value("algorithm", json("")) == "auto") {
+      if (start == "exact")
+        os << ", solved exactly";
+      else if (start == "drec")
+        os << ", improved from D-Rec's plan";
+      else if (start == "axis-by-axis")
+        os << ", improved from an axis-by-axis exact solve";
+      else if (!start.empty())
+        os << ", improved from strategy " << start << "'s plan";
+    }
+    os << "\n";
+  }
   os << "\n";
 
   os << "Layouts, op by op (result layout; operands that differ are boxed first):\n";
