@@ -78,15 +78,13 @@ void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbpr
     auto fn = copy->lookupSymbol<func::FuncOp>(modelFn.getSymName());
     auto meshOp = *copy->getOps<sbp::MeshOp>().begin();
     bool seeded = true;
-    for (BlockArgument arg : fn.getArguments()) {
-      auto given = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::GraphDialect::kParamAttr);
-      if (!given)
-        given = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
-      auto seed = given ? seeds->arguments.find(given.str()) : seeds->arguments.end();
-      if (seed == seeds->arguments.end() || fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))
+    for (const ModelArgument &given : model.arguments) {
+      unsigned number = given.value.getArgNumber();
+      auto seed = seeds->arguments.find(given.name);
+      if (seed == seeds->arguments.end() || fn.getArgAttr(number, sbp::kArgLayout))
         continue; // the user's --layout seeds stay
-      seeded &= sbp::checkValueLayout(mesh, seed->second, arg).empty();
-      fn.setArgAttr(arg.getArgNumber(), sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
+      seeded &= sbp::checkValueLayout(mesh, seed->second, fn.getArgument(number)).empty();
+      fn.setArgAttr(number, sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
     }
     if (!seeded)
       continue;
@@ -245,13 +243,14 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   // updates of a training step, boxing makes every change explicit.
   PassManager pm(&ctx);
   auto start = std::chrono::steady_clock::now();
+  // On a training step each mesh axis is too wide to solve exactly
+  // (docs/search.md), and auto's local search can miss a plan as regular
+  // as a named strategy's; on a forward graph the exact per-axis solves
+  // find those or better, and laying them out would cost up to a second.
+  const bool startFromStrategies = command.strategy == "auto" && command.train;
   double startsSeconds = 0;
   if (isSearchStrategy(command.strategy)) {
-    // On a training step each mesh axis is too wide to solve exactly
-    // (docs/search.md), and the local search can miss a plan as regular
-    // as a named strategy's; on a forward graph the exact per-axis solves
-    // find those or better, and laying them out would cost up to a second.
-    if (command.strategy == "auto" && command.train) {
+    if (startFromStrategies) {
       auto marking = std::chrono::steady_clock::now();
       markStrategyStarts(*module, *model, *mesh, command.cluster);
       startsSeconds =
@@ -296,7 +295,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
                       isSearchStrategy(command.strategy) ? command.strategy : "propagate",
                       seconds};
   nlohmann::json report = buildReport(*module, inputs);
-  if (command.strategy == "auto" && command.train) {
+  if (startFromStrategies) {
     // Laying the named strategies out to start from is part of the search.
     nlohmann::json &search = report["search"];
     search["starts_seconds"] = startsSeconds;

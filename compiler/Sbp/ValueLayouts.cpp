@@ -185,6 +185,14 @@ LogicalResult forEachFunction(ModuleOp module, const std::string &clusterName,
   return success();
 }
 
+std::optional<SmallVector<unsigned>> updateStateOperands(Operation *op) {
+  if (isa<graph::AdamwUpdateOp>(op))
+    return SmallVector<unsigned>{2, 3};
+  if (isa<graph::SgdUpdateOp>(op))
+    return SmallVector<unsigned>{2};
+  return std::nullopt;
+}
+
 std::string describeLocation(Location loc) {
   std::string text = formatLocation(loc, /*fileNameOnly=*/true);
   return text.empty() ? "an unknown location" : text;

@@ -37,6 +37,11 @@ constexpr llvm::StringLiteral kRunnerUp = "sbp.runner_up";
 /// argument, to the argument's layout. The search starts from the best of
 /// these plans too.
 constexpr llvm::StringLiteral kStarts = "sbp.starts";
+
+/// For an optimizer update (graph.adamw_update, graph.sgd_update): the
+/// operand numbers of its states (result i + 1 is the new state of the
+/// i-th); operand 0 is the parameter, 1 its gradient. nullopt for other ops.
+std::optional<llvm::SmallVector<unsigned>> updateStateOperands(mlir::Operation *op);
 /// Set by --sbp-zero on the function: the stage, the data-parallel axes and
 /// the bytes of parameters, gradients and optimizer states per rank.
 constexpr llvm::StringLiteral kFuncZero = "sbp.zero";

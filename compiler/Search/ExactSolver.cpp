@@ -115,9 +115,8 @@ size_t Eliminator::tableSize(const std::vector<int> &scope) const {
   return size;
 }
 
-/// Whether a new table of `size` entries, and `extraWork` more combined,
-/// stays within the budget.
-/// With `hold` (when planning holds values rather than refusing), a
+/// While planning holds values (`hold`): whether a new table of `size`
+/// entries, and `extraWork` more combined, stays within the budget. A
 /// table is also held to a share of the total per variable, and the
 /// entries are paced: after eliminating a share of the variables, at most
 /// that share of the total (plus an eighth), one entry kept for each
@@ -125,8 +124,6 @@ size_t Eliminator::tableSize(const std::vector<int> &scope) const {
 bool Eliminator::fits(size_t size, size_t extraWork) const {
   if (work + size + extraWork > budget.maxWork)
     return false;
-  if (!hold)
-    return size <= budget.maxTable && totalEntries + size <= budget.maxTotal;
   double count = static_cast<double>(std::max<size_t>(vars.size(), 1));
   double perVariable = std::max(4096.0, 32.0 * budget.maxTotal / count);
   double share = std::min(1.0, (order.size() + count / 8) / count);

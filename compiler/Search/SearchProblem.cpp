@@ -2,7 +2,6 @@
 // solutions.
 #include "compiler/Search/SearchProblem.h"
 
-#include "dialects/Graph/IR/GraphOps.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/bit.h"
@@ -141,11 +140,11 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
     for (OpOperand &use : op.getOpOperands())
       node.inputElementBytes.push_back(problem.sizes_.ofUse(use));
     node.roundTrip.assign(op.getNumOperands(), 0);
-    if (isa<graph::AdamwUpdateOp, graph::SgdUpdateOp>(op)) {
-      // The parameter (operand 0) and the states (2, and 3 for AdamW);
-      // the gradient (1) is the step's own.
-      for (unsigned k : {0u, 2u, 3u})
-        if (k < op.getNumOperands() && isa<BlockArgument>(op.getOperand(k)))
+    if (std::optional<SmallVector<unsigned>> states = sbp::updateStateOperands(&op)) {
+      // The parameter and its states; the gradient is the step's own.
+      states->push_back(0);
+      for (unsigned k : *states)
+        if (isa<BlockArgument>(op.getOperand(k)))
           node.roundTrip[k] = 1;
     }
     node.outputs.assign(op.result_begin(), op.result_end());

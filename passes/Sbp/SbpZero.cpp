@@ -45,10 +45,8 @@ struct Update {
 };
 
 std::optional<Update> asUpdate(Operation &op) {
-  if (isa<graph::AdamwUpdateOp>(op))
-    return Update{&op, {2, 3}};
-  if (isa<graph::SgdUpdateOp>(op))
-    return Update{&op, {2}};
+  if (std::optional<SmallVector<unsigned>> states = updateStateOperands(&op))
+    return Update{&op, std::move(*states)};
   return std::nullopt;
 }
 
