@@ -16,7 +16,8 @@
 //      once per use (sbp.gather_per_use), so that the whole copy lives
 //      only around its consumer.
 // The updated parameter comes out split; it is stored so and gathered
-// where the next step needs it. Stage 0 only does the accounting.
+// where the next step needs it. Stage 0 only does the accounting, and
+// leaves a searched plan's updates as the search chose them.
 // --sbp-insert-boxing then makes all of it collectives.
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -99,6 +100,12 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
       }
     }
 
+  // The search prices an update's return to its parameter's and states'
+  // stored layouts, and may split an update on a data-parallel axis on its
+  // own (ZeRO-1's saving, where it pays): without ZeRO its updates stay as
+  // it chose them. Propagation does not see that the next step needs the
+  // whole parameter again, so its updates are replicated there.
+  const bool searched = fn->hasAttr(kFuncSearch);
   int64_t paramBytes = 0, gradientBytes = 0, stateBytes = 0, sharded = 0;
   ElementSizes sizes(fn); // a gradient is bf16 under bf16, the rest f32
   SmallVector<Attribute> unsharded;
@@ -118,24 +125,27 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
     for (Attribute a : resultsAttr)
       results.push_back(cast<NdSbpAttr>(a).toLayout());
     Value param = op->getOperand(0), grad = op->getOperand(1);
+    std::optional<NdSbp> stored = layoutOf(param);
     // Without ZeRO, an update is replicated where its parameter is, as in
     // plain data parallelism: the gradient is all-reduced, every rank
     // updates the whole parameter. (Propagation alone may split it, since
     // it does not see that the next step needs the whole parameter again.)
-    std::optional<NdSbp> stored = layoutOf(param);
+    // A searched plan's update stays as the search chose it, split on a
+    // data-parallel axis or not.
     NdSbp before = operands[0];
-    std::vector<size_t> replicatedAxes;
-    for (size_t axis : dpAxes)
-      if (!stored || (*stored)[axis].isBroadcast()) {
+    std::vector<size_t> replicatedAxes, axes;
+    for (size_t axis : dpAxes) {
+      if (stored && !(*stored)[axis].isBroadcast())
+        continue;
+      if (!searched)
         before[axis] = Sbp::broadcast();
-        replicatedAxes.push_back(axis);
-      }
+      (before[axis].isBroadcast() ? replicatedAxes : axes).push_back(axis);
+    }
     NdSbp reduced = before;
 
     // Split the update on each data-parallel axis the parameter is
     // replicated on, along the largest dimension that still divides.
     NdSbp layout = before;
-    std::vector<size_t> axes;
     for (size_t axis : replicatedAxes) {
       if (stage == 0)
         continue;
@@ -187,8 +197,8 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
         if (isa<graph::ReshapeOp>(user))
           for (size_t axis : replicatedAxes)
             (void)followOperand(user, layout, axis, context);
-    // The states are stored as the update uses them: whole without ZeRO,
-    // split from stage 1.
+    // The states are stored as the update uses them: whole without ZeRO
+    // (unless the search split them), split from stage 1.
     for (unsigned i : update.states)
       if (auto arg = dyn_cast<BlockArgument>(op->getOperand(i));
           arg && llvm::all_of(arg.getUsers(), [&](Operation *user) { return user == op; }))
