@@ -132,6 +132,27 @@ void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbpr
   }
 }
 
+/// Why an input's seed cannot hold within each of `microBatches`
+/// micro-batches, or empty. Micro-batch i takes rows i, i+N, ... of every
+/// input (--sbp-micro-batches), so the ranks that split the batch split
+/// each micro-batch's rows too: those must divide, or every micro-batch is
+/// gathered and the data parallelism asked for is lost.
+std::string microBatchProblem(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout,
+                              const ModelArgument &arg, int64_t microBatches) {
+  if (arg.kind != ModelArgument::Kind::Input || microBatches < 2 || arg.type().getRank() == 0)
+    return "";
+  int64_t rows = arg.type().getDimSize(0), ranks = 1;
+  for (auto [axis, sbp] : llvm::enumerate(layout))
+    if (sbp.isSplit() && sbp.dim == 0)
+      ranks *= mesh.shape[axis];
+  if (ranks == 1 || rows % microBatches != 0 || (rows / microBatches) % ranks == 0)
+    return "";
+  return "each micro-batch's " + std::to_string(rows / microBatches) +
+         " rows do not split over the " + std::to_string(ranks) +
+         " ranks that split its dimension 0 (a batch of a multiple of " +
+         std::to_string(microBatches * ranks) + " would, or fewer micro-batches)";
+}
+
 LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::string error;
   auto file = openOutputFile(path, &error);
@@ -224,6 +245,12 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
              << (arg.kind == ModelArgument::Kind::Param ? "parameter '" : "input '") << arg.name
              << "' " << graph::formatShape(arg.type().getShape()) << " laid out "
              << sbprt::toString(seed->second) << " on mesh " << command.mesh << ": " << problem;
+    if (std::string micro = microBatchProblem(*mesh, seed->second, arg, command.microBatches);
+        !micro.empty())
+      return emitError(arg.value.getLoc())
+             << "input '" << arg.name << "' " << graph::formatShape(arg.type().getShape())
+             << " laid out " << sbprt::toString(seed->second) << " on mesh " << command.mesh
+             << " with --micro-batches " << command.microBatches << ": " << micro;
     model->func.setArgAttr(arg.value.getArgNumber(), sbp::kArgLayout,
                            sbp::NdSbpAttr::get(&ctx, seed->second));
   }

@@ -211,7 +211,8 @@ static cl::opt<int64_t> compileZero("zero",
 static cl::opt<int64_t>
     compileMicroBatches("micro-batches",
                         cl::desc("--train: split the batch into N micro-batches, accumulate their "
-                                 "gradients, update once (default 1)"),
+                                 "gradients, update once (default 1); the batch must divide into N micro-batches, "
+                                 "and each micro-batch's rows over the ranks that split the batch"),
                         cl::init(1), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileRecompute("recompute",
