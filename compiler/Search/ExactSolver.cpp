@@ -70,6 +70,7 @@ private:
   void buildVariables();
   bool buildNodeFactor(size_t n, std::string &error);
   double priority(int v);
+  const std::vector<int> &liveFactorsOf(int v);
   bool eliminate(int v, std::string &error);
   bool eliminateAll(std::string &error);
   int addFactor(std::vector<int> scope, std::string &error,
@@ -328,29 +329,41 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
 double Eliminator::priority(int v) {
   ++markStamp;
   double size = 1;
-  for (int f : factorsOf[v])
-    if (factors[f].alive)
-      for (int u : factors[f].scope)
-        if (u != v && mark[u] != markStamp) {
-          mark[u] = markStamp;
-          size *= static_cast<double>(vars[u].domain.size());
-        }
+  for (int f : liveFactorsOf(v))
+    for (int u : factors[f].scope)
+      if (u != v && mark[u] != markStamp) {
+        mark[u] = markStamp;
+        size *= static_cast<double>(vars[u].domain.size());
+      }
   return size;
 }
 
+/// The live factors that mention `v`. Its list keeps growing as tables
+/// are combined; the dead ones go here, once, so that a value read by
+/// many ops (a parameter in every micro-batch) does not make each look at
+/// it as slow as all it has ever been in.
+const std::vector<int> &Eliminator::liveFactorsOf(int v) {
+  llvm::erase_if(factorsOf[v], [&](int f) { return !factors[f].alive; });
+  return factorsOf[v];
+}
+
 /// The scope of the table eliminating `v` would build, and the live
-/// factors it would combine.
+/// factors it would combine. A variable of one layout (held, or with one
+/// choice) is left out: the table does not vary with it, and scopes that
+/// kept every held value grew to thousands of variables on micro-batched
+/// steps, each elimination then looking at all of them.
 std::vector<int> Eliminator::eliminationScope(int v, std::vector<int> &involved) {
   std::vector<int> scope;
   involved.clear();
   ++markStamp;
-  for (int f : factorsOf[v])
-    if (factors[f].alive && llvm::find(involved, f) == involved.end()) {
+  for (int f : liveFactorsOf(v))
+    if (llvm::find(involved, f) == involved.end()) {
       involved.push_back(f);
       for (int u : factors[f].scope)
         if (u != v && mark[u] != markStamp) {
           mark[u] = markStamp;
-          scope.push_back(u);
+          if (vars[u].domain.size() > 1)
+            scope.push_back(u);
         }
     }
   return scope;
@@ -386,8 +399,9 @@ bool Eliminator::eliminate(int v, std::string &error) {
       int u = factor.scope[j];
       if (u == v)
         strideV[i] = factor.stride[j];
-      else
-        stride[i * width + (llvm::find(newScope, u) - newScope.begin())] = factor.stride[j];
+      else if (auto at = llvm::find(newScope, u); at != newScope.end())
+        stride[i * width + (at - newScope.begin())] = factor.stride[j];
+      // (else u has one layout, at offset 0)
     }
   }
   std::vector<int> &digit = scratchDigit;
