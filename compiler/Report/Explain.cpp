@@ -38,12 +38,27 @@ double num(const json &v) { return v.is_number() ? v.get<double>() : 0.0; }
 
 } // namespace
 
+/// ", in each of 16 micro-batches" where an entry stands for more than one
+/// micro-batch's op, ", micro-batch 3" where it is a later one's alone.
+static std::string microBatchesText(const json &entry) {
+  std::string text;
+  if (entry.contains("micro_batches"))
+    text = ", in each of " + std::to_string(static_cast<int64_t>(num(entry["micro_batches"]))) +
+           " micro-batches";
+  if (entry.contains("micro_batch"))
+    text += (text.empty() ? ", micro-batch " : " from micro-batch ") +
+            std::to_string(static_cast<int64_t>(num(entry["micro_batch"])));
+  return text;
+}
+
 mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &os,
                                         std::string &error) {
-  // Version 1 is the schema this reads (docs/report.md); a report of
-  // another is not guessed at.
-  if (report.is_object() && report.contains("version") && report["version"] != 1) {
-    error = "version " + report["version"].dump() + ", expected 1";
+  // Versions 1 and 2 are the schemas this reads (docs/report.md: 2 folds
+  // the ops and boxings of later micro-batches); a report of another is
+  // not guessed at.
+  if (report.is_object() && report.contains("version") && report["version"] != 1 &&
+      report["version"] != 2) {
+    error = "version " + report["version"].dump() + ", expected 1 or 2";
     return mlir::failure();
   }
   if (!require(report, {"mesh", "strategy", "search", "ops", "boxings", "totals"}, "the report",
@@ -91,8 +106,8 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     std::string layouts;
     for (const json &r : op["results"])
       layouts += (layouts.empty() ? "" : " ") + str(r.value("sbp", json("?")));
-    os << llvm::formatv("  {0,-24} {1,-22} {2,-20} {3}\n", str(op["location"]), str(op["op"]),
-                        layouts, secondsText(num(op["est_time_s"])));
+    os << llvm::formatv("  {0,-24} {1,-22} {2,-20} {3}{4}\n", str(op["location"]), str(op["op"]),
+                        layouts, secondsText(num(op["est_time_s"])), microBatchesText(op));
   }
 
   // The closest calls: ops whose best alternative costs the plan least.
@@ -129,7 +144,13 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     };
     return key(a) > key(b);
   });
-  os << "\nReshards, costliest first (" << reshards.size() << "):\n";
+  size_t count = 0;
+  for (const json &b : reshards)
+    count += static_cast<size_t>(num(b.value("micro_batches", json(1))));
+  os << "\nReshards, costliest first (" << count;
+  if (count != reshards.size())
+    os << "; " << reshards.size() << " kinds, those of later micro-batches folded";
+  os << "):\n";
   if (reshards.empty())
     os << "  none: every op finds its operands laid out as it needs\n";
   for (size_t i = 0; i < reshards.size(); ++i) {
@@ -143,6 +164,7 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
                         str(b["to"]), str(b.value("value", json("?"))),
                         bytesText(num(b["bytes_per_rank"])), bf16 ? " in bf16" : "",
                         secondsText(num(b.value("est_time_s", json(0)))))
+       << microBatchesText(b)
        << "     why: " << str(b["reason"]) << "\n";
   }
   if (report.contains("fused_ops") && report["fused_ops"].is_object()) {

@@ -16,6 +16,9 @@
 
 #include "mlir/IR/AsmState.h"
 
+#include <map>
+#include <unordered_map>
+
 using namespace mlir;
 using namespace sbpc;
 using namespace sbpc::sbp;
@@ -61,6 +64,72 @@ struct Peak {
   void after(Operation *op) { live -= freedAfter.lookup(op); }
 };
 
+/// The micro-batch an op was made for (sbp.micro_batch); a boxing's is its
+/// consumers', where they agree. 0 for the first micro-batch's ops and
+/// for ops outside micro-batches.
+int64_t microBatchOf(Operation *op) {
+  if (isa<BoxingOp>(op)) {
+    std::optional<int64_t> common;
+    for (Operation *user : op->getUsers()) {
+      int64_t mb = microBatchOf(user);
+      if (common && *common != mb)
+        return 0;
+      common = mb;
+    }
+    return common.value_or(0);
+  }
+  auto mark = op->getAttrOfType<IntegerAttr>(kMicroBatch);
+  return mark ? mark.getInt() : 0;
+}
+
+/// Appends report entries to a list, folding an op (or boxing) of a later
+/// micro-batch into the same one of an earlier micro-batch: the k-th entry
+/// of micro-batch i alike to others (the same but for value names) folds
+/// into the k-th such entry of the list, which counts it in
+/// `micro_batches`. An entry that folds into none keeps its
+/// `micro_batch`. A step of N micro-batches then lists about one
+/// micro-batch's ops, not N.
+class MicroBatchFolder {
+public:
+  explicit MicroBatchFolder(nlohmann::json &list) : list(list) {}
+
+  /// `alike` is `entry` without the fields that name values.
+  void add(nlohmann::json entry, const nlohmann::json &alike, int64_t microBatch) {
+    std::string key = alike.dump();
+    size_t hash = std::hash<std::string>()(key);
+    std::vector<size_t> &similar = anchors[hash];
+    if (microBatch > 0) {
+      size_t k = seen[{microBatch, hash}]++;
+      if (k < similar.size() && keys[similar[k]] == key) {
+        nlohmann::json &anchor = list[similar[k]];
+        anchor["micro_batches"] = anchor.value("micro_batches", int64_t{1}) + 1;
+        return;
+      }
+      entry["micro_batch"] = microBatch;
+    }
+    similar.push_back(list.size());
+    keys[list.size()] = std::move(key);
+    list.push_back(std::move(entry));
+  }
+
+private:
+  nlohmann::json &list;
+  std::unordered_map<size_t, std::vector<size_t>> anchors; // key hash -> entries
+  std::unordered_map<size_t, std::string> keys;            // entry -> its key
+  std::map<std::pair<int64_t, size_t>, size_t> seen;       // (micro-batch, hash) -> entries
+};
+
+/// `entry` without `fields`, and without `value` in its operands and results.
+nlohmann::json withoutNames(nlohmann::json entry, std::initializer_list<const char *> fields) {
+  for (const char *field : fields)
+    entry.erase(field);
+  for (const char *list : {"operands", "results"})
+    if (entry.contains(list))
+      for (nlohmann::json &layout : entry[list])
+        layout.erase("value");
+  return entry;
+}
+
 nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layout) {
   return {{"value", names(v)}, {"shape", shapeOf(v)}, {"sbp", sbprt::toString(layout)}};
 }
@@ -72,6 +141,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   sbprt::Mesh mesh = meshOp.toMesh();
   BoxingPlans plans(mesh, inputs.cluster);
   nlohmann::json ops = nlohmann::json::array(), boxings = nlohmann::json::array();
+  MicroBatchFolder opList(ops), boxingList(boxings);
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   nlohmann::json zero;
   double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
@@ -121,18 +191,20 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         if (auto attr = boxing.getMeshAxes())
           for (StringRef axis : attr->getAsValueRange<StringAttr>())
             axes.push_back(axis.str());
-        boxings.push_back({{"value", names(boxing.getInput())},
-                           {"result", names(boxing.getResult())},
-                           {"shape", shapeOf(boxing.getInput())},
-                           {"from", sbprt::toString(from)},
-                           {"to", sbprt::toString(to)},
-                           {"collective", boxing.getCollective().value_or("none").str()},
-                           {"mesh_axes", axes},
-                           {"element_bytes", elementBytes(boxing)},
-                           {"bytes_per_rank", boxing.getBytesPerRank().value_or(0)},
-                           {"est_time_s", plan.seconds},
-                           {"location", describeLocation(op.getLoc())},
-                           {"reason", boxing.getReason().value_or("").str()}});
+        nlohmann::json entry = {{"value", names(boxing.getInput())},
+                                {"result", names(boxing.getResult())},
+                                {"shape", shapeOf(boxing.getInput())},
+                                {"from", sbprt::toString(from)},
+                                {"to", sbprt::toString(to)},
+                                {"collective", boxing.getCollective().value_or("none").str()},
+                                {"mesh_axes", axes},
+                                {"element_bytes", elementBytes(boxing)},
+                                {"bytes_per_rank", boxing.getBytesPerRank().value_or(0)},
+                                {"est_time_s", plan.seconds},
+                                {"location", describeLocation(op.getLoc())},
+                                {"reason", boxing.getReason().value_or("").str()}};
+        nlohmann::json alike = withoutNames(entry, {"value", "result"});
+        boxingList.add(std::move(entry), alike, microBatchOf(&op));
         comm += plan.seconds;
         commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
       } else if (auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts)) {
@@ -167,7 +239,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
               {"results", layouts(runnerUp.get("results"))},
               {"plan_time_s", cast<FloatAttr>(runnerUp.get("plan_seconds")).getValueAsDouble()}};
         }
-        ops.push_back(std::move(entry));
+        nlohmann::json alike = withoutNames(entry, {"name", "runner_up"});
+        opList.add(std::move(entry), alike, microBatchOf(&op));
       } else {
         continue;
       }
@@ -197,7 +270,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                             {"device_bf16_flops", inputs.cluster.flopsIn(/*bf16=*/true)},
                             {"device_memory_bytes", inputs.cluster.memoryBytes}};
   nlohmann::json report = {
-      {"version", 1},
+      {"version", 2},
       {"model", inputs.model},
       {"mesh", {{"spec", inputs.mesh}, {"axes", mesh.axes}, {"shape", mesh.shape}}},
       {"cluster", cluster},

@@ -38,6 +38,11 @@ constexpr llvm::StringLiteral kRunnerUp = "sbp.runner_up";
 /// these plans too.
 constexpr llvm::StringLiteral kStarts = "sbp.starts";
 
+/// Set by --sbp-micro-batches on every op it makes for micro-batch i > 0
+/// (an integer): the report folds an op of a later micro-batch into the
+/// same op of the first where both are laid out alike.
+constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
+
 /// For an optimizer update (graph.adamw_update, graph.sgd_update): the
 /// operand numbers of its states (result i + 1 is the new state of the
 /// i-th); operand 0 is the parameter, 1 its gradient. nullopt for other ops.

@@ -58,11 +58,13 @@ void SearchProblem::intern(Candidates &candidates, ArrayRef<Value> outputs) {
 /// Ops with the same name, attributes and types have the same candidates;
 /// a model's repeated layers compute them once.
 const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error) {
-  // Its attributes but the block marks (graph.region names each layer
-  // apart), so that the layers of a model share their candidates.
+  // Its attributes but the block and micro-batch marks (graph.region names
+  // each layer apart), so that the layers of a model and the micro-batches
+  // of a step share their candidates.
   NamedAttrList attrs(op->getAttrDictionary());
   attrs.erase(graph::GraphDialect::kRegionAttr);
   attrs.erase(graph::GraphDialect::kSelectiveAttr);
+  attrs.erase(sbp::kMicroBatch);
   std::vector<const void *> key{op->getName().getAsOpaquePointer(),
                                 attrs.getDictionary(op->getContext()).getAsOpaquePointer()};
   // How much of a value is stored (sbp::ElementSizes::storedShare).

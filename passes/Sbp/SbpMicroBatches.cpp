@@ -46,6 +46,13 @@ std::string resultName(func::FuncOp fn, unsigned i) {
   return "#" + std::to_string(i);
 }
 
+/// Marks an op made for micro-batch `i` (sbp.micro_batch; none on the
+/// first's).
+void markMicroBatch(Operation *op, int64_t i) {
+  if (i > 0)
+    op->setAttr(kMicroBatch, IntegerAttr::get(IntegerType::get(op->getContext(), 64), i));
+}
+
 class MicroBatcher {
 public:
   MicroBatcher(func::FuncOp fn, int64_t count) : fn(fn), count(count), b(fn.getContext()) {}
@@ -154,10 +161,15 @@ Value MicroBatcher::microBatchOf(Value input, int64_t i, Location loc) {
   SmallVector<int64_t> starts(grouped.size(), 0), limits(grouped);
   starts[1] = i;
   limits[1] = i + 1;
+  Operation *grouping = x.getDefiningOp();
   x = b.create<graph::SliceOp>(loc, x, starts, limits);
+  Operation *slice = x.getDefiningOp();
   SmallVector<int64_t> shape(type.getShape());
   shape[0] = batch / count;
-  return b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, type.getElementType()), x);
+  x = b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, type.getElementType()), x);
+  for (Operation *op : {grouping, slice, x.getDefiningOp()})
+    markMicroBatch(op, i);
+  return x;
 }
 
 LogicalResult MicroBatcher::run() {
@@ -186,6 +198,7 @@ LogicalResult MicroBatcher::run() {
                                               type.getElementType()));
       }
       Operation *local = cloneWithLocalShapes(b, op, mapping, types);
+      markMicroBatch(local, i);
       for (auto [result, localResult] : llvm::zip(op->getResults(), local->getResults()))
         mapping.map(result, localResult);
     }
@@ -196,6 +209,7 @@ LogicalResult MicroBatcher::run() {
       if (s.isPartial() && sums[k]) {
         auto add = b.create<graph::AddOp>(ret.getLoc(), sums[k], mine);
         add->setAttr(graph::GraphDialect::kAccumulateAttr, b.getUnitAttr());
+        markMicroBatch(add, i);
         sums[k] = add;
       } else if (s.isSplit()) {
         pieces[k].push_back(mine);
@@ -210,11 +224,12 @@ LogicalResult MicroBatcher::run() {
       continue;
     auto type = cast<RankedTensorType>(value.getType());
     SmallVector<Value> grouped;
-    for (Value piece : pieces[k]) {
+    for (auto [i, piece] : llvm::enumerate(pieces[k])) {
       SmallVector<int64_t> shape = {batch / count, 1};
       shape.append(type.getShape().begin() + 1, type.getShape().end());
       grouped.push_back(b.create<graph::ReshapeOp>(
           ret.getLoc(), RankedTensorType::get(shape, type.getElementType()), piece));
+      markMicroBatch(grouped.back().getDefiningOp(), static_cast<int64_t>(i));
     }
     Value all = b.create<graph::ConcatOp>(ret.getLoc(), grouped, 1);
     sums[k] = b.create<graph::ReshapeOp>(ret.getLoc(), type, all);

@@ -72,6 +72,27 @@ def main(cmd, path):
                 problems.append("report.ops[].runner_up: missing on every op")
             for i, op in enumerate(with_runner_up):
                 check(op["runner_up"], RUNNER_UP, f"report.ops[{i}].runner_up", problems)
+        # Entries of later micro-batches fold into alike ones of earlier
+        # micro-batches (micro_batches counts them); what is left of a
+        # later micro-batch says which (micro_batch). Either way the
+        # entries add up to the totals.
+        for kind in ("ops", "boxings"):
+            for i, entry in enumerate(report.get(kind, [])):
+                for field, least in (("micro_batches", 2), ("micro_batch", 1)):
+                    if field in entry and (not isinstance(entry[field], int) or
+                                           entry[field] < least):
+                        problems.append(f"report.{kind}[{i}].{field}: expected an int >= {least}")
+        times = sum(op.get("est_time_s", 0) * op.get("micro_batches", 1)
+                    for op in report.get("ops", []))
+        sent = sum(b.get("bytes_per_rank", 0) * b.get("micro_batches", 1)
+                   for b in report.get("boxings", []))
+        totals = report.get("totals", {})
+        if abs(times - totals.get("compute_time_s", 0)) > 1e-9 * max(1.0, times):
+            problems.append(f"report.ops: est_time_s add up to {times}, "
+                            f"totals.compute_time_s is {totals.get('compute_time_s')}")
+        if sent != totals.get("comm_bytes_per_rank", 0):
+            problems.append(f"report.boxings: bytes_per_rank add up to {sent}, "
+                            f"totals.comm_bytes_per_rank is {totals.get('comm_bytes_per_rank')}")
         for p in problems[:20]:
             print(p)
         print(f"schema: {'ok' if not problems else 'FAIL'} ({len(report.get('ops', []))} ops, "
@@ -80,7 +101,7 @@ def main(cmd, path):
     counts = {}
     for b in report["boxings"]:
         key = (b["collective"], ",".join(b["mesh_axes"]), b["bytes_per_rank"])
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + b.get("micro_batches", 1)
     for (collective, axes, size), n in sorted(counts.items()):
         print(f"{n} x {collective} over [{axes}] of {size} bytes")
     print(f"total {report['totals']['comm_bytes_per_rank']:g} bytes")
