@@ -3,7 +3,8 @@
 (auto, drec, exact) and hand-written strategies (dp, tp, dp-tp) on GPT
 graphs at GPT-3 175B widths, shapes only (`sbpc compile --emit report`
 allocates nothing): the forward with its loss, and one AdamW training step
-(`--train`).
+(`--train`), and the whole compile of micro-batched training steps
+(`--micro-batch-cases`: time, memory and the report's size).
 
 Writes OUT/results.json (one record per model, mesh and strategy),
 OUT/table.md (the tables bench/README.md quotes) and, when matplotlib is
@@ -12,6 +13,7 @@ from a venv under the build directory.
 
 usage: run.py --sbpc build/bin/sbpc [--out bench/search] [--layers 1,12,24,48,96]
               [--train-layers 1,12,96] [--meshes dp=2,tp=4 ...] [--workdir DIR]
+              [--micro-batch-cases '12x64@dp=8,tp=8;...' | '']
 """
 import argparse
 import json
@@ -64,6 +66,65 @@ def compile_report(sbpc, model, mesh, strategy, out, memory_aware, train=False):
             "comm_bytes_per_rank": report["totals"]["comm_bytes_per_rank"],
             "peak_memory_bytes": report["totals"]["peak_memory_bytes"],
             "fits_device_memory": report["totals"]["fits_device_memory"]}
+
+
+def micro_batched(sbpc, work, case):
+    """`auto` on a training step of LAYERSxMICRO_BATCHES@MESH: the whole
+    compile's time and memory, and the report's size (a micro-batched step
+    is unrolled, docs/search.md)."""
+    shape, mesh = case.split("@")
+    layers, micro = (int(x) for x in shape.split("x"))
+    model = os.path.join(work, f"gpt3-{layers}.mlir")
+    if not os.path.exists(model):
+        subprocess.run([sbpc, "gen", "gpt", "--layers", str(layers), *GPT3, "-o", model], check=True)
+    out = os.path.join(work, f"micro-{layers}x{micro}-{mesh}")
+    cmd = ["/usr/bin/time", "-f", "%M", sbpc, "compile", model, "--mesh", mesh, "--strategy", "auto",
+           "--cluster", CLUSTER, "--train", "--micro-batches", str(micro), "--ignore-memory",
+           "--emit", "report", "-o", out]
+    start = time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    record = {"case": case, "layers": layers, "micro_batches": micro, "mesh": mesh,
+              "ok": run.returncode == 0, "process_seconds": elapsed}
+    if not record["ok"]:
+        record["error"] = (run.stderr.strip().splitlines() or ["?"])[-1]
+        return record
+    path = os.path.join(out, "report.json")
+    with open(path) as f:
+        report = json.load(f)
+    record.update({"max_rss_bytes": int(run.stderr.strip().splitlines()[-1]) * 1024,
+                   "report_bytes": os.path.getsize(path),
+                   "ops": sum(o.get("micro_batches", 1) for o in report["ops"]),
+                   "op_entries": len(report["ops"]),
+                   "search_seconds": report["search"]["search_seconds"],
+                   "starts_seconds": report["search"].get("starts_seconds", 0),
+                   "step_time_s": report["totals"]["estimated_step_time_s"]})
+    return record
+
+
+def micro_table(records):
+    lines = ["### Micro-batched training steps (auto, `--ignore-memory`; the whole compile)", "",
+             "| layers x micro-batches | mesh | ops | compile s | search s (starts) | memory | "
+             "report (entries) | step s |", "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if not r["ok"]:
+            lines.append(f"| {r['layers']} x {r['micro_batches']} | `{r['mesh']}` | "
+                         f"{r['error']} | | | | | |")
+            continue
+        lines.append(f"| {r['layers']} x {r['micro_batches']} | `{r['mesh']}` | {r['ops']:,} | "
+                     f"{r['process_seconds']:.3g} | {r['search_seconds']:.3g} "
+                     f"({r['starts_seconds']:.3g}) | {r['max_rss_bytes'] / 2**20:.0f} MiB | "
+                     f"{r['report_bytes'] / 2**20:.2f} MiB ({r['op_entries']:,}) | "
+                     f"{r['step_time_s']:.4g} |")
+    return "\n".join(lines)
+
+
+def micro_checks(records):
+    return [(f"auto on a {r['layers']}-layer step of {r['micro_batches']} micro-batches, "
+             f"{r['mesh']}: compiles in {r['process_seconds']:.3g} s (target < 60 s), "
+             f"its report {r.get('report_bytes', 0) / 2**20:.2f} MiB (target < 10 MiB)",
+             r["ok"] and r["process_seconds"] < 60 and r["report_bytes"] < 10 * 2**20, [])
+            for r in records]
 
 
 def fmt_time(seconds):
@@ -201,6 +262,9 @@ def main():
     parser.add_argument("--train-layers", default="1,12,96",
                         help="the training steps' layer counts ('' for none)")
     parser.add_argument("--meshes", nargs="*", default=MESHES)
+    parser.add_argument("--micro-batch-cases", default="12x64@dp=8,tp=8",
+                        help="training steps LAYERSxMICRO_BATCHES@MESH, comma-separated by ';' "
+                             "('' for none)")
     parser.add_argument("--workdir")
     args = parser.parse_args()
     layers = [int(x) for x in args.layers.split(",") if x]
@@ -226,16 +290,25 @@ def main():
                 status = (f"{record['search_seconds']:.3f} s, step {record['step_time_s']:.4g} s"
                           if record["ok"] else record["error"])
                 print(f"{workload:7s} {l:3d} layers  {m:16s} {s:12s} {status}", flush=True)
+    micro = []
+    for case in (c for c in args.micro_batch_cases.split(";") if c):
+        micro.append(micro_batched(args.sbpc, work, case))
+        r = micro[-1]
+        print(f"micro-batched {case}: " + (f"{r['process_seconds']:.3g} s, report "
+                                           f"{r['report_bytes']:,} bytes" if r["ok"] else r["error"]),
+              flush=True)
     text = "\n\n".join(tables(records, layers if w == "forward" else train_layers, args.meshes, w)
                         for w in ("forward", "train") if any(r["workload"] == w for r in records))
-    results = checks(records) + checks(records, "train")
+    if micro:
+        text = "\n\n".join(t for t in (text, micro_table(micro)) if t)
+    results = checks(records) + checks(records, "train") + micro_checks(micro)
     summary = "\n".join(f"- [{'x' if ok else ' '}] {what}" + "".join(f"\n  - {d}" for d in details[:10])
                         for what, ok, details in results)
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(), "cluster": CLUSTER, "model": "gpt " + " ".join(GPT3),
             "train": "--train (AdamW)"}
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"meta": meta, "records": records}, f, indent=1)
+        json.dump({"meta": meta, "records": records, "micro_batched": micro}, f, indent=1)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(text + "\n\n" + summary + "\n")
     plotted = plot(records, layers, args.meshes, os.path.join(args.out, "search.png"))
