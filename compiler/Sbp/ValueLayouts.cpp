@@ -185,6 +185,30 @@ LogicalResult forEachFunction(ModuleOp module, const std::string &clusterName,
   return success();
 }
 
+std::vector<const void *> signatureKey(Operation *op) {
+  NamedAttrList attrs(op->getAttrDictionary());
+  for (llvm::StringLiteral mark :
+       {graph::GraphDialect::kRegionAttr, graph::GraphDialect::kSelectiveAttr, kMicroBatch,
+        kOperandLayouts, kResultLayouts, kRunnerUp, kStarts})
+    attrs.erase(mark);
+  std::vector<const void *> key{op->getName().getAsOpaquePointer(),
+                                attrs.getDictionary(op->getContext()).getAsOpaquePointer()};
+  for (Type t : op->getOperandTypes())
+    key.push_back(t.getAsOpaquePointer());
+  key.push_back(nullptr);
+  for (Type t : op->getResultTypes())
+    key.push_back(t.getAsOpaquePointer());
+  return key;
+}
+
+const std::vector<NdSignature> &SignatureCache::of(Operation *op) {
+  std::vector<const void *> key = signatureKey(op);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache.emplace(std::move(key), ndSignatures(op, mesh)).first;
+  return it->second;
+}
+
 std::optional<SmallVector<unsigned>> updateStateOperands(Operation *op) {
   if (isa<graph::AdamwUpdateOp>(op))
     return SmallVector<unsigned>{2, 3};

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <optional>
+#include <vector>
 
 namespace sbpc::sbp {
 
@@ -42,6 +43,24 @@ constexpr llvm::StringLiteral kStarts = "sbp.starts";
 /// (an integer): the report folds an op of a later micro-batch into the
 /// same op of the first where both are laid out alike.
 constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
+
+/// What an op's nd signatures depend on, as a key: its name, its
+/// attributes but the marks that only name layers and micro-batches apart
+/// (graph.region, graph.selective, sbp.micro_batch), and its operand and
+/// result types. Ops of repeated layers and micro-batches share it.
+std::vector<const void *> signatureKey(mlir::Operation *op);
+
+/// ndSignatures memoized by signatureKey: a step's ops are mostly copies
+/// (layers, micro-batches), and forming nd signatures is allocation-heavy.
+class SignatureCache {
+public:
+  explicit SignatureCache(const sbprt::Mesh &mesh) : mesh(mesh) {}
+  const std::vector<NdSignature> &of(mlir::Operation *op);
+
+private:
+  const sbprt::Mesh &mesh;
+  std::map<std::vector<const void *>, std::vector<NdSignature>> cache;
+};
 
 /// For an optimizer update (graph.adamw_update, graph.sgd_update): the
 /// operand numbers of its states (result i + 1 is the new state of the

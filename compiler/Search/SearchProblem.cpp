@@ -58,27 +58,17 @@ void SearchProblem::intern(Candidates &candidates, ArrayRef<Value> outputs) {
 /// Ops with the same name, attributes and types have the same candidates;
 /// a model's repeated layers compute them once.
 const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error) {
-  // Its attributes but the block and micro-batch marks (graph.region names
-  // each layer apart), so that the layers of a model and the micro-batches
-  // of a step share their candidates.
-  NamedAttrList attrs(op->getAttrDictionary());
-  attrs.erase(graph::GraphDialect::kRegionAttr);
-  attrs.erase(graph::GraphDialect::kSelectiveAttr);
-  attrs.erase(sbp::kMicroBatch);
-  std::vector<const void *> key{op->getName().getAsOpaquePointer(),
-                                attrs.getDictionary(op->getContext()).getAsOpaquePointer()};
-  // How much of a value is stored (sbp::ElementSizes::storedShare).
+  // What its signatures depend on (so that the layers of a model and the
+  // micro-batches of a step share their candidates), and what its compute
+  // times do: how much of each value is stored
+  // (sbp::ElementSizes::storedShare), and in bf16 or f32.
+  std::vector<const void *> key = sbp::signatureKey(op);
   auto share = [&](Value v) {
     return reinterpret_cast<const void *>(
         static_cast<uintptr_t>(llvm::bit_cast<uint64_t>(sizes_.storedShare(v))));
   };
-  for (Value operand : op->getOperands()) {
-    key.push_back(operand.getType().getAsOpaquePointer());
+  for (Value operand : op->getOperands())
     key.push_back(share(operand));
-  }
-  key.push_back(nullptr);
-  for (Type t : op->getResultTypes())
-    key.push_back(t.getAsOpaquePointer());
   for (Value result : op->getResults()) { // bf16 or f32 where it is stored, if it is
     key.push_back(reinterpret_cast<const void *>(sizes_.of(result)));
     key.push_back(share(result));

@@ -46,6 +46,7 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
   BoxingPlans &plans = *context.plans;
   ElementSizes sizes(fn);
   llvm::DenseMap<Value, sbprt::NdSbp> layouts;
+  SignatureCache signatures(mesh);
   for (BlockArgument arg : fn.getArguments()) {
     Attribute attr = fn.getArgAttr(arg.getArgNumber(), kArgLayout);
     if (!attr)
@@ -83,7 +84,7 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
       layouts.try_emplace(boxing.getInput(), from);
       continue;
     }
-    std::vector<NdSignature> candidates = ndSignatures(&op, mesh);
+    const std::vector<NdSignature> &candidates = signatures.of(&op);
     if (candidates.empty()) {
       std::string operands;
       for (Value operand : op.getOperands()) {

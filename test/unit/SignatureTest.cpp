@@ -7,6 +7,7 @@
 // the result layouts, must match the op's result on the global inputs.
 #include "compiler/Reference/Evaluator.h"
 #include "compiler/Sbp/Signatures.h"
+#include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "runtime/Layout.h"
@@ -666,3 +667,39 @@ TEST(SignatureTest, CasesCoverEveryGraphOp) {
 }
 
 } // namespace
+
+// Ops that differ only in the marks naming their layer or micro-batch (or
+// in the layouts a pass gave them) have the same signatures, and share them
+// in the cache propagation uses; another attribute or type does not.
+TEST(SignatureTest, AlikeOpsShareTheirSignatures) {
+  std::unique_ptr<MLIRContext> ctx = makeContext();
+  Diagnostics diags(*ctx);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+      R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<8x8xf32>) -> tensor<4x4xf32> {
+        %0 = graph.matmul %a, %b : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+        %1 = graph.matmul %a, %b {graph.region = "h.3", sbp.micro_batch = 5 : i64, sbp.result_layouts = []} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+        %2 = graph.matmul %a, %c : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+        %3 = graph.matmul %c, %c transpose_lhs : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+        %4 = graph.matmul %c, %c : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+        return %0 : tensor<4x4xf32>
+      })",
+      ctx.get());
+  ASSERT_TRUE(module && succeeded(verify(*module))) << diags.take();
+  std::vector<Operation *> ops;
+  for (Operation &op : onlyFunc(*module).getBody().front().without_terminator())
+    ops.push_back(&op);
+  ASSERT_EQ(ops.size(), 5u);
+  using sbpc::sbp::signatureKey;
+  EXPECT_EQ(signatureKey(ops[0]), signatureKey(ops[1]));
+  EXPECT_NE(signatureKey(ops[0]), signatureKey(ops[2])); // types
+  EXPECT_NE(signatureKey(ops[3]), signatureKey(ops[4])); // transpose_lhs
+  const Mesh &mesh = kMeshes[0];
+  sbpc::sbp::SignatureCache cache(mesh);
+  const std::vector<sbpc::NdSignature> &first = cache.of(ops[0]);
+  EXPECT_EQ(&first, &cache.of(ops[1]));
+  EXPECT_NE(&first, &cache.of(ops[2]));
+  std::vector<sbpc::NdSignature> direct = sbpc::ndSignatures(ops[1], mesh);
+  ASSERT_EQ(first.size(), direct.size());
+  for (size_t i = 0; i < direct.size(); ++i)
+    EXPECT_TRUE(first[i].operands == direct[i].operands && first[i].results == direct[i].results);
+}
