@@ -82,6 +82,17 @@ int64_t microBatchOf(Operation *op) {
   return mark ? mark.getInt() : 0;
 }
 
+/// `entry` without `fields`, and without `value` in its operands and results.
+nlohmann::json withoutNames(nlohmann::json entry, std::initializer_list<const char *> fields) {
+  for (const char *field : fields)
+    entry.erase(field);
+  for (const char *list : {"operands", "results"})
+    if (entry.contains(list))
+      for (nlohmann::json &layout : entry[list])
+        layout.erase("value");
+  return entry;
+}
+
 /// Appends report entries to a list, folding an op (or boxing) of a later
 /// micro-batch into the same one of an earlier micro-batch: the k-th entry
 /// of micro-batch i alike to others (the same but for value names) folds
@@ -91,11 +102,19 @@ int64_t microBatchOf(Operation *op) {
 /// micro-batch's ops, not N.
 class MicroBatchFolder {
 public:
-  explicit MicroBatchFolder(nlohmann::json &list) : list(list) {}
+  /// Folds only where `folding` (a micro-batched step): elsewhere every
+  /// entry is listed, at no cost.
+  MicroBatchFolder(nlohmann::json &list, bool folding) : list(list), folding(folding) {}
 
-  /// `alike` is `entry` without the fields that name values.
-  void add(nlohmann::json entry, const nlohmann::json &alike, int64_t microBatch) {
-    std::string key = alike.dump();
+  /// `nameless` are the fields of `entry` that name values: it folds into
+  /// an entry alike but for those.
+  void add(nlohmann::json entry, std::initializer_list<const char *> nameless,
+           int64_t microBatch) {
+    if (!folding) {
+      list.push_back(std::move(entry));
+      return;
+    }
+    std::string key = withoutNames(entry, nameless).dump();
     size_t hash = std::hash<std::string>()(key);
     std::vector<size_t> &similar = anchors[hash];
     if (microBatch > 0) {
@@ -114,21 +133,11 @@ public:
 
 private:
   nlohmann::json &list;
+  bool folding;
   std::unordered_map<size_t, std::vector<size_t>> anchors; // key hash -> entries
   std::unordered_map<size_t, std::string> keys;            // entry -> its key
   std::map<std::pair<int64_t, size_t>, size_t> seen;       // (micro-batch, hash) -> entries
 };
-
-/// `entry` without `fields`, and without `value` in its operands and results.
-nlohmann::json withoutNames(nlohmann::json entry, std::initializer_list<const char *> fields) {
-  for (const char *field : fields)
-    entry.erase(field);
-  for (const char *list : {"operands", "results"})
-    if (entry.contains(list))
-      for (nlohmann::json &layout : entry[list])
-        layout.erase("value");
-  return entry;
-}
 
 nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layout) {
   return {{"value", names(v)}, {"shape", shapeOf(v)}, {"sbp", sbprt::toString(layout)}};
@@ -141,7 +150,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   sbprt::Mesh mesh = meshOp.toMesh();
   BoxingPlans plans(mesh, inputs.cluster);
   nlohmann::json ops = nlohmann::json::array(), boxings = nlohmann::json::array();
-  MicroBatchFolder opList(ops), boxingList(boxings);
+  bool microBatched = false;
+  module.walk([&](Operation *op) { microBatched |= op->hasAttr(kMicroBatch); });
+  MicroBatchFolder opList(ops, microBatched), boxingList(boxings, microBatched);
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   nlohmann::json zero;
   double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
@@ -203,8 +214,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                                 {"est_time_s", plan.seconds},
                                 {"location", describeLocation(op.getLoc())},
                                 {"reason", boxing.getReason().value_or("").str()}};
-        nlohmann::json alike = withoutNames(entry, {"value", "result"});
-        boxingList.add(std::move(entry), alike, microBatchOf(&op));
+        boxingList.add(std::move(entry), {"value", "result"}, microBatchOf(&op));
         comm += plan.seconds;
         commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
       } else if (auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts)) {
@@ -239,8 +249,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
               {"results", layouts(runnerUp.get("results"))},
               {"plan_time_s", cast<FloatAttr>(runnerUp.get("plan_seconds")).getValueAsDouble()}};
         }
-        nlohmann::json alike = withoutNames(entry, {"name", "runner_up"});
-        opList.add(std::move(entry), alike, microBatchOf(&op));
+        opList.add(std::move(entry), {"name", "runner_up"}, microBatchOf(&op));
       } else {
         continue;
       }
