@@ -159,12 +159,11 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     for (const json &a : b["mesh_axes"])
       axes += (axes.empty() ? "" : ", ") + str(a);
     bool bf16 = num(b.value("element_bytes", json(4))) == 2;
-    os << llvm::formatv("  {0}. {1} over {2}: {3} -> {4} of {5}, {6} per rank{7}, {8}\n", i + 1,
-                        str(b["collective"]), axes.empty() ? "no axis" : axes, str(b["from"]),
-                        str(b["to"]), str(b.value("value", json("?"))),
+    os << llvm::formatv("  {0}. {1} over {2}: {3} -> {4} of {5}, {6} per rank{7}, {8}{9}\n",
+                        i + 1, str(b["collective"]), axes.empty() ? "no axis" : axes,
+                        str(b["from"]), str(b["to"]), str(b.value("value", json("?"))),
                         bytesText(num(b["bytes_per_rank"])), bf16 ? " in bf16" : "",
-                        secondsText(num(b.value("est_time_s", json(0)))))
-       << microBatchesText(b)
+                        secondsText(num(b.value("est_time_s", json(0)))), microBatchesText(b))
        << "     why: " << str(b["reason"]) << "\n";
   }
   if (report.contains("fused_ops") && report["fused_ops"].is_object()) {

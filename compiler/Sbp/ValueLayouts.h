@@ -46,8 +46,10 @@ constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
 
 /// What an op's nd signatures depend on, as a key: its name, its
 /// attributes but the marks that only name layers and micro-batches apart
-/// (graph.region, graph.selective, sbp.micro_batch), and its operand and
-/// result types. Ops of repeated layers and micro-batches share it.
+/// (graph.region, graph.selective, sbp.micro_batch) and those that record
+/// a layout already chosen (signatures, runner-up, starts), and its
+/// operand and result types. Ops of repeated layers and micro-batches
+/// share it.
 std::vector<const void *> signatureKey(mlir::Operation *op);
 
 /// ndSignatures memoized by signatureKey: a step's ops are mostly copies
