@@ -95,6 +95,9 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
       else if (!start.empty())
         os << ", improved from strategy " << start << "'s plan";
     }
+    // Micro-batches searched as one (report.search.tied_copies).
+    if (auto tied = static_cast<uint64_t>(num(search.value("tied_copies", json(0)))))
+      os << "; " << tied << " ops of later micro-batches laid out as micro-batch 0's";
     os << "\n";
   }
   os << "\n";

@@ -39,9 +39,12 @@ constexpr llvm::StringLiteral kRunnerUp = "sbp.runner_up";
 /// these plans too.
 constexpr llvm::StringLiteral kStarts = "sbp.starts";
 
-/// Set by --sbp-micro-batches on every op it makes for micro-batch i > 0
-/// (an integer): the report folds an op of a later micro-batch into the
-/// same op of the first where both are laid out alike.
+/// Set by --sbp-micro-batches on every op it makes for micro-batch i (an
+/// integer from 0): the search lays out the k-th such op of every
+/// micro-batch alike (search::SearchProblem), and the report folds an op
+/// of a later micro-batch into the same op of the first where both are
+/// laid out alike. The accumulating adds (graph.accumulate) have no
+/// counterpart in micro-batch 0.
 constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
 
 /// What an op's nd signatures depend on, as a key: its name, its

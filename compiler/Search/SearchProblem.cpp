@@ -96,8 +96,79 @@ const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error)
   return candidatesByKey_[key] = result;
 }
 
+/// The ops of a micro-batched step to lay out as the same op of micro-batch
+/// 0 (copy -> original): the k-th op marked sbp.micro_batch = i (the
+/// accumulating adds aside) copies the k-th marked 0 where every
+/// micro-batch has as many, the copies choose alike, and each
+/// operand is either the same value in every copy or each copy's own result
+/// of one tied op. Empty where the step is not micro-batched.
+/// Whether two ops choose alike: the same signatures at the same costs (a
+/// micro-batch's slice of the inputs differs from the others' only in
+/// where it starts).
+static bool sameChoices(const Candidates *a, const Candidates *b) {
+  return a == b || (a && b && a->operandIds == b->operandIds && a->resultIds == b->resultIds &&
+                    a->compute == b->compute && a->outputBytes == b->outputBytes);
+}
+
+using Ties = llvm::DenseMap<Operation *, Operation *>;
+static Ties microBatchTies(func::FuncOp fn, llvm::function_ref<const Candidates *(Operation *)> candidatesOf) {
+  std::vector<std::vector<Operation *>> batches;
+  for (Operation &op : fn.getBody().front()) {
+    auto mark = op.getAttrOfType<IntegerAttr>(sbp::kMicroBatch);
+    if (!mark || op.hasAttr(graph::GraphDialect::kAccumulateAttr))
+      continue;
+    if (mark.getInt() < 0)
+      return Ties();
+    size_t i = static_cast<size_t>(mark.getInt());
+    if (batches.size() <= i)
+      batches.resize(i + 1);
+    batches[i].push_back(&op);
+  }
+  if (batches.size() < 2 ||
+      llvm::any_of(batches, [&](const auto &ops) { return ops.size() != batches[0].size(); }))
+    return Ties();
+  llvm::DenseMap<Operation *, std::pair<size_t, size_t>> position; // (micro-batch, k)
+  for (auto [i, ops] : llvm::enumerate(batches))
+    for (auto [k, op] : llvm::enumerate(ops))
+      position[op] = {i, k};
+  // Each copy's operand against the original's: the same value, or the
+  // same result of the i-th and the 0-th op of one tied position.
+  std::vector<char> tied(batches[0].size(), 0);
+  auto readsAlike = [&](Value mine, Value theirs, size_t i) {
+    if (mine == theirs)
+      return true;
+    auto own = dyn_cast<OpResult>(mine), original = dyn_cast<OpResult>(theirs);
+    if (!own || !original || own.getResultNumber() != original.getResultNumber())
+      return false;
+    auto ownAt = position.find(own.getOwner()), originalAt = position.find(original.getOwner());
+    return ownAt != position.end() && originalAt != position.end() &&
+           ownAt->second.first == i && originalAt->second.first == 0 &&
+           ownAt->second.second == originalAt->second.second && tied[ownAt->second.second];
+  };
+  Ties ties;
+  for (auto [k, first] : llvm::enumerate(batches[0])) {
+    const Candidates *candidates = candidatesOf(first);
+    bool alike = candidates != nullptr;
+    for (size_t i = 1; i < batches.size() && alike; ++i) {
+      Operation *op = batches[i][k];
+      alike = op->getName() == first->getName() &&
+              op->getNumOperands() == first->getNumOperands() &&
+              op->getNumResults() == first->getNumResults() &&
+              sameChoices(candidatesOf(op), candidates);
+      for (unsigned operand = 0; alike && operand < op->getNumOperands(); ++operand)
+        alike = readsAlike(op->getOperand(operand), first->getOperand(operand), i);
+    }
+    tied[k] = alike;
+    if (alike)
+      for (size_t i = 1; i < batches.size(); ++i)
+        ties[batches[i][k]] = first;
+  }
+  return ties;
+}
+
 FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh &mesh,
-                                              const Cluster &cluster, sbp::BoxingPlans &plans) {
+                                              const Cluster &cluster, sbp::BoxingPlans &plans,
+                                              bool tieMicroBatches) {
   SearchProblem problem;
   problem.fn_ = fn;
   problem.mesh_ = &mesh;
@@ -113,13 +184,39 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
       problem.fixed_[arg] = problem.layoutId(*layout);
     }
 
+  Ties ties;
+  if (tieMicroBatches)
+    ties = microBatchTies(fn, [&](Operation *op) {
+      std::string error;
+      return problem.candidatesOf(op, error);
+    });
+
   // Op nodes in program order.
   llvm::DenseMap<Value, std::pair<int, int>> producer;
   llvm::DenseMap<Operation *, size_t> &nodeOf = problem.nodeOf_;
+  constexpr size_t kReturned = std::numeric_limits<size_t>::max();
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
-        problem.lastUse_[v] = std::numeric_limits<size_t>::max();
+        problem.lastUse_[v] = kReturned;
+      continue;
+    }
+    // Where in program order the op's operands are last read.
+    for (Value operand : op.getOperands())
+      if (problem.lastUse_.lookup(operand) != kReturned)
+        problem.lastUse_[operand] = problem.steps_.size();
+    problem.stepOf_[&op] = problem.steps_.size();
+    if (Operation *original = ties.lookup(&op)) {
+      // A later micro-batch's copy: its original's node stands for it.
+      size_t n = nodeOf.lookup(original);
+      Node &node = problem.nodes_[n];
+      node.copies.push_back(&op);
+      node.weight += 1;
+      ++problem.tiedCopies_;
+      nodeOf[&op] = n;
+      problem.steps_.push_back({n, &op});
+      for (auto [r, result] : llvm::enumerate(op.getResults()))
+        producer[result] = {static_cast<int>(n), static_cast<int>(r)};
       continue;
     }
     std::string error;
@@ -140,18 +237,15 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
           node.roundTrip[k] = 1;
     }
     node.outputs.assign(op.result_begin(), op.result_end());
-    for (Value operand : op.getOperands())
-      if (problem.lastUse_.lookup(operand) != std::numeric_limits<size_t>::max())
-        problem.lastUse_[operand] = problem.nodes_.size();
     nodeOf[&op] = problem.nodes_.size();
+    problem.steps_.push_back({problem.nodes_.size(), &op});
     for (auto [r, result] : llvm::enumerate(op.getResults()))
       producer[result] = {static_cast<int>(problem.nodes_.size()), static_cast<int>(r)};
     problem.nodes_.push_back(std::move(node));
   }
-  size_t numOps = problem.nodes_.size();
   for (auto &entry : problem.lastUse_)
-    if (entry.second == std::numeric_limits<size_t>::max())
-      entry.second = numOps;
+    if (entry.second == kReturned)
+      entry.second = problem.steps_.size();
 
   // A node per free argument: its candidates are what its consumers take,
   // and replication.
@@ -237,7 +331,7 @@ double SearchProblem::boxingSeconds(size_t n, size_t k, int from, int to) {
     if (roundTrip)
       it->second += plans_->get(value, layouts_[to], layouts_[from], elementBytes).seconds;
   }
-  return it->second;
+  return nodes_[n].weight * it->second;
 }
 
 double SearchProblem::localBytes(Value value, int id) {
@@ -303,23 +397,31 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
   for (BlockArgument arg : problem.function().getArguments())
     if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(arg))
       arguments += problem.localBytes(arg, problem.layoutId(*fixed));
+  for (auto [n, node] : llvm::enumerate(problem.nodes()))
+    if (!node.op)
+      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
+  // Op by op in program order, a tied micro-batch copy laid out as its
+  // node: what each defines, live until its last use.
+  const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
   double live = 0, peak = 0;
-  std::vector<double> freedAfter(problem.nodes().size() + 1, 0.0);
+  std::vector<double> freedAfter(steps.size() + 1, 0.0);
   // What ops read in another layout than the producer gave: one reshard
   // per value and layout (--sbp-insert-boxing shares it between the uses
   // that want it), live from the first of those uses to the last.
-  std::vector<double> reshardedAt(problem.nodes().size() + 1, 0.0);
+  std::vector<double> reshardedAt(steps.size() + 1, 0.0);
   std::map<std::pair<const void *, int>, std::pair<size_t, size_t>> reshards;
-  for (auto [n, node] : llvm::enumerate(problem.nodes())) {
-    if (!node.op || isa<sbp::ConstraintOp>(node.op))
+  for (auto [s, step] : llvm::enumerate(steps)) {
+    auto [n, op] = step;
+    if (isa<sbp::ConstraintOp>(op))
       continue;
+    const Node &node = problem.nodes()[n];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int want = node.inputLayout(choice[n], k);
       if (sourceLayout(problem, choice, n, k) == want)
         continue;
       auto [it, isNew] =
-          reshards.try_emplace({node.inputs[k].getAsOpaquePointer(), want}, n, n);
-      it->second.second = n;
+          reshards.try_emplace({op->getOperand(k).getAsOpaquePointer(), want}, s, s);
+      it->second.second = s;
     }
   }
   for (auto &[key, span] : reshards) {
@@ -327,26 +429,23 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     reshardedAt[span.first] += bytes;
     freedAfter[span.second] += bytes;
   }
-  for (auto [n, node] : llvm::enumerate(problem.nodes())) {
-    if (!node.op) {
-      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
+  for (auto [s, step] : llvm::enumerate(steps)) {
+    auto [n, op] = step;
+    if (isa<sbp::ConstraintOp>(op))
       continue;
-    }
-    if (isa<sbp::ConstraintOp>(node.op))
-      continue;
-    live += reshardedAt[n];
-    for (auto [r, result] : llvm::enumerate(node.outputs)) {
-      double bytes = problem.localBytes(result, node.outputLayout(choice[n], r)) *
+    live += reshardedAt[s];
+    for (auto [r, result] : llvm::enumerate(op->getResults())) {
+      double bytes = problem.localBytes(result, problem.nodes()[n].outputLayout(choice[n], r)) *
                      problem.sizes().storedShare(result, fuses);
       live += bytes;
-      size_t last = problem.isUsed(result) ? problem.lastUse(result) : n;
+      size_t last = problem.isUsed(result) ? problem.lastUse(result) : s;
       // A fused backward reads its forward's output and log-sum-exp again.
       if (Operation *until = attention ? attention->livesUntil(result, fuses) : nullptr)
-        last = std::max(last, problem.nodeOf(until));
+        last = std::max(last, problem.stepOf(until));
       freedAfter[last] += bytes;
     }
     peak = std::max(peak, live);
-    live -= freedAfter[n];
+    live -= freedAfter[s];
   }
   return arguments + peak;
 }
@@ -377,7 +476,8 @@ void applySolution(SearchProblem &problem, const Solution &solution, sbp::MeshOp
       fn.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), sbp::kArgLayout,
                     sbp::NdSbpAttr::get(ctx, sig.results[0]));
     else if (!isa<sbp::ConstraintOp>(node.op))
-      sbp::setSignature(node.op, sig.operands, sig.results);
+      for (Operation *op : llvm::concat<Operation *const>(ArrayRef(node.op), node.copies))
+        sbp::setSignature(op, sig.operands, sig.results);
   }
   sbprt::NdSbp broadcast(mesh.getRank(), sbprt::Sbp::broadcast());
   for (BlockArgument arg : fn.getArguments())

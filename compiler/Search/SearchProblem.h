@@ -41,6 +41,11 @@ struct Candidates {
 struct Node {
   mlir::Operation *op = nullptr; // null for a free argument
   mlir::Value argument;          // the free argument
+  /// The same op of the later micro-batches (sbp.micro_batch), laid out as
+  /// `op` is: the node stands for them all, its compute and the boxing of
+  /// its inputs paid once per copy (`weight`: 1 + copies).
+  std::vector<mlir::Operation *> copies;
+  double weight = 1;
   const Candidates *candidates = nullptr;
   /// What the node reads and defines (a free argument defines itself).
   std::vector<mlir::Value> inputs, outputs;
@@ -53,7 +58,8 @@ struct Node {
 
   size_t numChoices() const { return candidates->sigs.size(); }
   const NdSignature &choice(size_t c) const { return candidates->sigs[c]; }
-  double compute(size_t c) const { return candidates->compute[c]; }
+  /// Seconds of choice c, for the op and its copies.
+  double compute(size_t c) const { return weight * candidates->compute[c]; }
   int axisId(size_t c, size_t axis) const { return candidates->axisIds[c][axis]; }
   bool replicatedOn(size_t c, size_t axis) const { return candidates->replicated[c][axis]; }
   int inputLayout(size_t c, size_t k) const { return candidates->operandIds[c][k]; }
@@ -75,9 +81,16 @@ public:
   /// node with one choice) in program order, after a node for every free
   /// argument (one without an `sbp.layout`); its candidates are the
   /// layouts its consumers can take. Arguments with a layout are fixed.
+  ///
+  /// In a micro-batched step (sbp.micro_batch) with `tieMicroBatches`,
+  /// the k-th op of every micro-batch is one node, that of micro-batch 0,
+  /// where the copies are alike (the same candidates) and read alike: each
+  /// operand the same value in every copy, or each copy's own result of
+  /// one tied node. A step of N micro-batches is then searched as about
+  /// one, its costs N-fold; the copies take the same layouts.
   static mlir::FailureOr<SearchProblem> build(mlir::func::FuncOp fn, const sbprt::Mesh &mesh,
-                                              const Cluster &cluster,
-                                              sbp::BoxingPlans &plans);
+                                              const Cluster &cluster, sbp::BoxingPlans &plans,
+                                              bool tieMicroBatches = true);
 
   const std::vector<Node> &nodes() const { return nodes_; }
   const sbprt::Mesh &mesh() const { return *mesh_; }
@@ -94,8 +107,8 @@ public:
   /// An interned layout and its id.
   const sbprt::NdSbp &layout(int id) const { return layouts_[id]; }
   int layoutId(const sbprt::NdSbp &layout);
-  /// α-β seconds to change input `k` of node `n` from layout `from` to
-  /// `to` (memoized).
+  /// α-β seconds to change input `k` of node `n` (and of its copies) from
+  /// layout `from` to `to` (memoized).
   double boxingSeconds(size_t n, size_t k, int from, int to);
   double boxingSeconds(size_t n, size_t k, const sbprt::NdSbp &from, const sbprt::NdSbp &to) {
     return boxingSeconds(n, k, layoutId(from), layoutId(to));
@@ -114,12 +127,18 @@ public:
   }
   void setMemoryPrice(double secondsPerByte) { memoryPrice_ = secondsPerByte; }
 
-  /// The index of the last node that uses `value` (the number of nodes
-  /// when the function returns it).
+  /// The ops in program order (tied copies too), each with its node.
+  const std::vector<std::pair<size_t, mlir::Operation *>> &steps() const { return steps_; }
+  /// The step of an op.
+  size_t stepOf(mlir::Operation *op) const { return stepOf_.lookup(op); }
+  /// The step of the last op that reads `value` (the number of steps when
+  /// the function returns it).
   size_t lastUse(mlir::Value value) const { return lastUse_.lookup(value); }
   bool isUsed(mlir::Value value) const { return lastUse_.count(value); }
-  /// The node of an op.
+  /// The node of an op (of a tied copy, the node it is a copy of).
   size_t nodeOf(mlir::Operation *op) const { return nodeOf_.lookup(op); }
+  /// How many ops the nodes stand for beyond themselves (tied copies).
+  size_t tiedCopies() const { return tiedCopies_; }
 
   /// The element sizes and flash attention's cores (sbp::ElementSizes).
   const sbp::ElementSizes &sizes() const { return sizes_; }
@@ -142,6 +161,8 @@ private:
   llvm::DenseMap<mlir::Value, int> fixed_;
   llvm::DenseMap<mlir::Value, size_t> lastUse_;
   llvm::DenseMap<mlir::Operation *, size_t> nodeOf_;
+  std::vector<std::pair<size_t, mlir::Operation *>> steps_;
+  llvm::DenseMap<mlir::Operation *, size_t> stepOf_;
   std::vector<std::vector<std::pair<size_t, size_t>>> coreInputs_;
   // Interning.
   std::vector<std::unique_ptr<Candidates>> ownedCandidates_;
@@ -157,6 +178,7 @@ private:
   std::unordered_map<uint64_t, double> bytes_;
   std::map<std::string, int> axisIds_;
   double memoryPrice_ = 0;
+  size_t tiedCopies_ = 0;
 };
 
 /// A solution: one choice per node, what it costs, and how hard it was to find.

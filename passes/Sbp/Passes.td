@@ -61,8 +61,14 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       improves; re-solves with a price on memory until the plan fits the
       cluster's device memory (`memory-check=false` skips that).
 
+    In a micro-batched step (`--sbp-micro-batches`) each op of a later
+    micro-batch is laid out as the same op of micro-batch 0, which the
+    search chooses for all of them at once (`micro-batch-ties=false`:
+    each on its own).
+
     The function gets `sbp.search`, a dictionary with the algorithm, the
-    candidates evaluated and the plan's estimated seconds; every op with
+    candidates evaluated, the plan's estimated seconds and the tied
+    micro-batch copies; every op with
     more than one choice gets `sbp.runner_up`: its cheapest other signature
     with the rest of the plan fixed, and the plan's seconds with it.
   }];
@@ -73,6 +79,8 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "Cluster preset name or JSON file for the cost model">,
     Option<"memoryCheck", "memory-check", "bool", /*default=*/"true",
            "auto: reject plans that do not fit the device memory">,
+    Option<"microBatchTies", "micro-batch-ties", "bool", /*default=*/"true",
+           "lay out every micro-batch's copy of an op as micro-batch 0's">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

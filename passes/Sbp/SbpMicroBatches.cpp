@@ -46,11 +46,11 @@ std::string resultName(func::FuncOp fn, unsigned i) {
   return "#" + std::to_string(i);
 }
 
-/// Marks an op made for micro-batch `i` (sbp.micro_batch; none on the
-/// first's).
+/// Marks an op made for micro-batch `i` (sbp.micro_batch), the first's
+/// too: the search ties each op of a later micro-batch to the same op of
+/// the first.
 void markMicroBatch(Operation *op, int64_t i) {
-  if (i > 0)
-    op->setAttr(kMicroBatch, IntegerAttr::get(IntegerType::get(op->getContext(), 64), i));
+  op->setAttr(kMicroBatch, IntegerAttr::get(IntegerType::get(op->getContext(), 64), i));
 }
 
 class MicroBatcher {

@@ -102,7 +102,8 @@ private:
   LogicalResult search(func::FuncOp fn, LayoutContext &context) {
     auto start = std::chrono::steady_clock::now();
     FailureOr<search::SearchProblem> problem =
-        search::SearchProblem::build(fn, context.mesh, context.cluster, *context.plans);
+        search::SearchProblem::build(fn, context.mesh, context.cluster, *context.plans,
+                                     microBatchTies);
     if (failed(problem))
       return failure();
     std::string error;
@@ -130,11 +131,14 @@ private:
       if (!runnerUp)
         continue;
       const NdSignature &sig = node.choice(runnerUp->first);
-      node.op->setAttr(kRunnerUp,
-                       b.getDictionaryAttr({b.getNamedAttr("operands", layoutsAttr(ctx, sig.operands)),
-                                            b.getNamedAttr("results", layoutsAttr(ctx, sig.results)),
-                                            b.getNamedAttr("plan_seconds",
-                                                           b.getF64FloatAttr(runnerUp->second))}));
+      DictionaryAttr mark =
+          b.getDictionaryAttr({b.getNamedAttr("operands", layoutsAttr(ctx, sig.operands)),
+                               b.getNamedAttr("results", layoutsAttr(ctx, sig.results)),
+                               b.getNamedAttr("plan_seconds", b.getF64FloatAttr(runnerUp->second))});
+      // A tied micro-batch copy's runner-up is its original's: all of them
+      // change together.
+      for (Operation *op : llvm::concat<Operation *const>(ArrayRef(node.op), node.copies))
+        op->setAttr(kRunnerUp, mark);
     }
     fn->setAttr(kFuncSearch,
                 b.getDictionaryAttr(
@@ -146,6 +150,7 @@ private:
                                                                   ? algorithm.getValue()
                                                                   : solution->start)),
                      b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
+                     b.getNamedAttr("tied_copies", b.getI64IntegerAttr(problem->tiedCopies())),
                      b.getNamedAttr("memory_bytes_per_rank",
                                     b.getF64FloatAttr(search::planMemory(*problem, solution->choice)))}));
     return success();

@@ -6,13 +6,16 @@
 #include "compiler/Search/SearchProblem.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
+#include "passes/Sbp/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -276,6 +279,112 @@ TEST_F(ExactSearchTest, HeldSolvesFitTheBudgetAndNeverLoseToTheirPlan) {
   EXPECT_GE(refused, 20);
   EXPECT_GE(held, refused);
   EXPECT_GE(beatsPlan, 3);
+}
+
+/// The choices of `from`'s nodes for the nodes of `to`, a problem on the
+/// same function: each op node takes the choice of the node its op (or the
+/// op it copies) has in `from`, each free argument that of its argument.
+std::vector<size_t> carryChoices(const search::SearchProblem &from,
+                                 const std::vector<size_t> &choice,
+                                 const search::SearchProblem &to) {
+  std::map<const void *, size_t> argumentNode;
+  for (auto [n, node] : llvm::enumerate(from.nodes()))
+    if (!node.op)
+      argumentNode[node.argument.getAsOpaquePointer()] = n;
+  std::vector<size_t> carried;
+  for (const search::Node &node : to.nodes())
+    carried.push_back(choice[node.op ? from.nodeOf(node.op)
+                                     : argumentNode.at(node.argument.getAsOpaquePointer())]);
+  return carried;
+}
+
+TEST_F(ExactSearchTest, TiedMicroBatchesCostWhatTheirCopiesDo) {
+  // A step of three micro-batches (forward, loss and gradient), searched
+  // with each later micro-batch's ops tied to micro-batch 0's and without.
+  // The tied problem is a third the size; a tied plan, carried to every
+  // copy, costs the same seconds and the same memory in the untied
+  // problem (each copy paid, each copy's values live in program order);
+  // the untied optimum can only be cheaper, being free to differ.
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
+    func.func @f(%x: tensor<24x8xf32> {graph.input = "x"}, %w: tensor<8x16xf32> {graph.param = "w"},
+                 %v: tensor<16x4xf32> {graph.param = "v"})
+        -> (tensor<f32> {graph.output = "loss"}, tensor<8x16xf32> {graph.output = "grad.w"}) {
+      %h = graph.matmul %x, %w : (tensor<24x8xf32>, tensor<8x16xf32>) -> tensor<24x16xf32>
+      %a = graph.relu %h : tensor<24x16xf32>
+      %y = graph.matmul %a, %v : (tensor<24x16xf32>, tensor<16x4xf32>) -> tensor<24x4xf32>
+      %l = graph.reduce_sum %y dims [0, 1] : (tensor<24x4xf32>) -> tensor<f32>
+      %g = graph.matmul %x, %a transpose_lhs : (tensor<24x8xf32>, tensor<24x16xf32>) -> tensor<8x16xf32>
+      return %l, %g : tensor<f32>, tensor<8x16xf32>
+    })",
+                                                            &ctx);
+  ASSERT_TRUE(module);
+  PassManager pm(&ctx);
+  sbp::SbpMicroBatchesOptions options;
+  options.count = 3;
+  pm.addPass(sbp::createSbpMicroBatches(options));
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  sbprt::Mesh mesh{{"x"}, {2}};
+  std::string error;
+  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
+  sbp::BoxingPlans plans(mesh, cluster);
+  FailureOr<search::SearchProblem> tied = search::SearchProblem::build(fn, mesh, cluster, plans);
+  FailureOr<search::SearchProblem> untied =
+      search::SearchProblem::build(fn, mesh, cluster, plans, /*tieMicroBatches=*/false);
+  ASSERT_TRUE(succeeded(tied) && succeeded(untied));
+  // Micro-batches 1 and 2: three ops slice the input, five compute.
+  EXPECT_EQ(tied->tiedCopies(), 2u * 8u);
+  EXPECT_EQ(untied->tiedCopies(), 0u);
+  EXPECT_EQ(tied->nodes().size() + tied->tiedCopies(), untied->nodes().size());
+
+  std::optional<search::Solution> tiedBest = search::solveExact(*tied, search::ExactBudget{}, error);
+  ASSERT_TRUE(tiedBest) << error;
+  std::optional<search::Solution> untiedBest =
+      search::solveExact(*untied, search::ExactBudget{}, error);
+  ASSERT_TRUE(untiedBest) << error;
+  // Every plan of D-Rec's and the optimum, carried to the copies.
+  for (const search::Solution &plan : {*tiedBest, search::solveDRec(*tied)}) {
+    std::vector<size_t> carried = carryChoices(*tied, plan.choice, *untied);
+    double seconds = search::evaluate(*untied, carried);
+    EXPECT_NEAR(search::evaluate(*tied, plan.choice), seconds, 1e-12 * seconds);
+    EXPECT_DOUBLE_EQ(search::planMemory(*tied, plan.choice), search::planMemory(*untied, carried));
+    EXPECT_LE(untiedBest->seconds, seconds * (1 + 1e-12));
+  }
+  EXPECT_NEAR(tiedBest->seconds, search::evaluate(*tied, tiedBest->choice), 1e-12 * tiedBest->seconds);
+}
+
+TEST_F(ExactSearchTest, MicroBatchCopiesThatReadOtherwiseStayFree) {
+  // Marked by hand: %a1 and %b1 copy %a0 and %b0 (%b1 reads its own %a1
+  // and the same %x), but %c1 reads its micro-batch's values in the other
+  // order than %c0 does, and so is a node of its own.
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
+    func.func @f(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+      %a0 = graph.relu %x {sbp.micro_batch = 0 : i64} : tensor<8x8xf32>
+      %b0 = graph.add %a0, %x {sbp.micro_batch = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      %c0 = graph.matmul %a0, %b0 {sbp.micro_batch = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      %a1 = graph.relu %x {sbp.micro_batch = 1 : i64} : tensor<8x8xf32>
+      %b1 = graph.add %a1, %x {sbp.micro_batch = 1 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      %c1 = graph.matmul %b1, %a1 {sbp.micro_batch = 1 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      return %c0, %c1 : tensor<8x8xf32>, tensor<8x8xf32>
+    })",
+                                                            &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  sbprt::Mesh mesh{{"x"}, {2}};
+  std::string error;
+  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
+  sbp::BoxingPlans plans(mesh, cluster);
+  FailureOr<search::SearchProblem> problem = search::SearchProblem::build(fn, mesh, cluster, plans);
+  ASSERT_TRUE(succeeded(problem));
+  EXPECT_EQ(problem->tiedCopies(), 2u);
+  std::vector<Operation *> ops;
+  for (Operation &op : fn.getBody().front().without_terminator())
+    ops.push_back(&op);
+  EXPECT_EQ(problem->nodeOf(ops[3]), problem->nodeOf(ops[0]));
+  EXPECT_EQ(problem->nodeOf(ops[4]), problem->nodeOf(ops[1]));
+  EXPECT_NE(problem->nodeOf(ops[5]), problem->nodeOf(ops[2]));
+  EXPECT_EQ(problem->nodes()[problem->nodeOf(ops[0])].weight, 2.0);
+  EXPECT_EQ(problem->nodes()[problem->nodeOf(ops[2])].weight, 1.0);
 }
 
 } // namespace
