@@ -18,6 +18,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -93,6 +95,7 @@ void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbpr
     {
       ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
       PassManager pm(ctx);
+      pm.enableVerifier(false); // a scratch copy: only its layouts are read
       sbp::SbpPropagateOptions propagate;
       propagate.cluster = cluster;
       pm.addPass(sbp::createSbpPropagate(propagate));
@@ -153,6 +156,14 @@ std::string microBatchProblem(const sbprt::Mesh &mesh, const sbprt::NdSbp &layou
          std::to_string(microBatches * ranks) + " would, or fewer micro-batches)";
 }
 
+/// The passes' result verified once, not after each pass: a step of many
+/// micro-batches has hundreds of thousands of ops, and each verification
+/// walks them all (sbpc-opt still verifies after every pass).
+LogicalResult verifyOnce(ModuleOp module, TimingScope &timing) {
+  TimingScope verifying = timing.nest("verify");
+  return mlir::verify(module);
+}
+
 LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::string error;
   auto file = openOutputFile(path, &error);
@@ -185,11 +196,22 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     return reportError("--mesh " + command.mesh + " has " + std::to_string(mesh->numDevices()) +
                        " devices but cluster " + cluster->name + " has " +
                        std::to_string(cluster->devices));
+  // --timing: a tree of where the time went, printed to stderr when the
+  // compile returns.
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(command.timing);
+  timingManager.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
+  TimingScope timing = timingManager.getRootScope();
+  TimingScope parsing = timing.nest("parse the model");
   OwningOpRef<ModuleOp> module = parseModelFile(command.modelPath, ctx);
   if (!module)
     return failure();
+  parsing.stop();
   if (command.train) {
+    TimingScope training = timing.nest("training step");
     PassManager train(&ctx);
+    train.enableTiming(training);
+    train.enableVerifier(false); // verified once, after it (verifyOnce)
     graph::GraphAutodiffOptions autodiff;
     autodiff.recompute = command.recompute;
     train.addPass(graph::createGraphAutodiff(autodiff));
@@ -203,7 +225,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     optimizer.weightDecay = command.weightDecay;
     optimizer.eps = command.eps;
     train.addPass(graph::createGraphOptimizer(optimizer));
-    if (failed(train.run(*module)))
+    if (failed(train.run(*module)) || failed(verifyOnce(*module, training)))
       return failure();
   }
   if (auto meshes = module->getOps<sbp::MeshOp>(); !meshes.empty())
@@ -279,7 +301,9 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   if (isSearchStrategy(command.strategy)) {
     if (startFromStrategies) {
       auto marking = std::chrono::steady_clock::now();
+      TimingScope starting = timing.nest("named strategies to start the search from");
       markStrategyStarts(*module, *model, *mesh, command.cluster);
+      starting.stop();
       startsSeconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - marking).count();
     }
@@ -302,8 +326,12 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   sbp::SbpInsertBoxingOptions boxing;
   boxing.cluster = command.cluster;
   pm.addPass(sbp::createSbpInsertBoxing(boxing));
-  if (failed(pm.run(*module)))
+  TimingScope layingOut = timing.nest("lay out");
+  pm.enableTiming(layingOut);
+  pm.enableVerifier(false);
+  if (failed(pm.run(*module)) || failed(verifyOnce(*module, layingOut)))
     return failure();
+  layingOut.stop();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (std::error_code ec = llvm::sys::fs::create_directories(command.outputDir))
@@ -321,7 +349,9 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
                           (command.layouts.empty() ? "" : " with --layout seeds"),
                       isSearchStrategy(command.strategy) ? command.strategy : "propagate",
                       seconds};
+  TimingScope reporting = timing.nest("report");
   nlohmann::json report = buildReport(*module, inputs);
+  reporting.stop();
   if (startFromStrategies) {
     // Laying the named strategies out to start from is part of the search.
     nlohmann::json &search = report["search"];
@@ -332,15 +362,18 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   llvm::SmallString<256> reportPath(command.outputDir), modelPath(command.outputDir);
   llvm::sys::path::append(reportPath, "report.json");
   llvm::sys::path::append(modelPath, "sbp.mlir");
+  TimingScope writing = timing.nest("write sbp.mlir");
   if (!command.reportOnly &&
       failed(writeFile(modelPath.str().str(), [&](llvm::raw_ostream &os) { module->print(os); })))
     return failure();
+  writing.stop();
   if (!command.reportOnly && !command.target.empty()) {
     TargetOptions target;
     target.kind = command.target == "cuda" ? TargetKind::Cuda : TargetKind::Cpu;
     target.cudaArch = command.cudaArch;
     target.bf16 = command.precision == "bf16";
     target.fusedAttention = command.fusedAttention;
+    target.timing = &timing;
     if (failed(buildTarget(*module, command.cluster, target, command.outputDir, report)))
       return failure();
   }

@@ -29,6 +29,7 @@ struct CompileCommand {
   std::string cudaArch = "sm_90"; // --target cuda: nvcc's -arch
   std::string precision = "f32";  // f32 | bf16 (--exec-bf16 on the rank programs)
   bool fusedAttention = true;     // bf16 attention as exec.attention (--exec-fuse)
+  bool timing = false;            // --timing: where the compile's time went, on stderr
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

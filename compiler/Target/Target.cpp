@@ -221,8 +221,11 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
   fuse.attention = options.fusedAttention;
   pm.addPass(exec::createExecFuse(fuse));
   pm.addPass(exec::createExecPlanMemory());
+  TimingScope timing = options.timing ? options.timing->nest("lower to exec programs") : TimingScope();
+  pm.enableTiming(timing);
   if (failed(pm.run(module)))
     return failure();
+  timing.stop();
   std::string error;
   {
     std::string text;
@@ -249,15 +252,19 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     mesh = *programMesh;
     std::string name = "program" + std::to_string(index++);
     std::string source = joinPath(outputDir, sourceName(name, options.kind));
+    TimingScope emitting = options.timing ? options.timing->nest("emit " + name) : TimingScope();
     std::ofstream file(source);
     if (failed(emitProgram(program, mesh, name, options.kind, file)))
       return failure();
     file.close();
     if (!file)
       return reportError(source + ": cannot write");
+    emitting.stop();
     llvm::errs() << "sbpc: building " << name << " (" << source << ")\n";
+    TimingScope building = options.timing ? options.timing->nest("build " + name) : TimingScope();
     if (failed(buildProgram(outputDir, name, options)))
       return failure();
+    building.stop();
     // What --exec-fuse chose: how many of each op it makes.
     nlohmann::json &fused = report["fused_ops"][name] = nlohmann::json::object();
     program.walk([&](Operation *op) {

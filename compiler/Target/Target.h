@@ -5,6 +5,7 @@
 #include "compiler/Target/Emitter.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,8 @@ struct TargetOptions {
   bool bf16 = false;
   /// --fused-attention: bf16 attention as exec.attention (--exec-fuse).
   bool fusedAttention = true;
+  /// --timing: the scope to time lowering, emitting and building under.
+  mlir::TimingScope *timing = nullptr;
 };
 
 /// Lowers `module` (layouts and boxings explicit) to exec programs, plans

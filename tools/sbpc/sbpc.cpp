@@ -186,6 +186,12 @@ static cl::opt<bool> compileFusedAttention(
              "nor in the search's and the report's memory estimates. On by default; =false "
              "keeps them apart"),
     cl::init(true), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<bool> compileTiming(
+    "timing",
+    cl::desc("Print to stderr where the compile's time went: parsing, the training step's "
+             "passes, the named strategies the search starts from, each layout pass, the "
+             "report, and with --target lowering and each program's emitting and building"),
+    cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<bool> compileTrain("train",
                                   cl::desc("Compile one training step: the loss's gradients "
                                            "and an optimizer update of every parameter"),
@@ -322,7 +328,8 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                                 compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
                                 compileLr, compileMomentum, compileWeightDecay, compileEps,
                                 compileZero, compileMicroBatches, compileRecompute,
-                                compileCudaArch, compilePrecision, compileFusedAttention});
+                                compileCudaArch, compilePrecision, compileFusedAttention,
+                                compileTiming});
 }
 
 int main(int argc, char **argv) {
