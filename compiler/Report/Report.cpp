@@ -82,16 +82,75 @@ int64_t microBatchOf(Operation *op) {
   return mark ? mark.getInt() : 0;
 }
 
-/// `entry` without `fields`, and without `value` in its operands and results.
-nlohmann::json withoutNames(nlohmann::json entry, std::initializer_list<const char *> fields) {
-  for (const char *field : fields)
-    entry.erase(field);
-  for (const char *list : {"operands", "results"})
-    if (entry.contains(list))
-      for (nlohmann::json &layout : entry[list])
-        layout.erase("value");
-  return entry;
-}
+/// What two report entries may differ in and still fold: `fields` that name
+/// values, `value` in their operands and results, and the folding's own
+/// counts (an entry folded into already has `micro_batches`; a later
+/// micro-batch's that folded into none, `micro_batch`).
+struct Nameless {
+  std::initializer_list<const char *> fields;
+
+  bool names(const std::string &key) const {
+    return key == "micro_batches" || key == "micro_batch" ||
+           llvm::any_of(fields, [&](const char *field) { return key == field; });
+  }
+  static bool isList(const std::string &key) { return key == "operands" || key == "results"; }
+
+  /// A hash of `entry` but for its names (no copy: a step's report has
+  /// hundreds of thousands of entries).
+  size_t hash(const nlohmann::json &entry) const {
+    size_t seed = 0;
+    auto mix = [&](size_t h) { seed ^= h + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2); };
+    for (auto it = entry.begin(); it != entry.end(); ++it) {
+      if (names(it.key()))
+        continue;
+      mix(std::hash<std::string>()(it.key()));
+      if (!isList(it.key())) {
+        mix(std::hash<nlohmann::json>()(it.value()));
+        continue;
+      }
+      for (const nlohmann::json &layout : it.value())
+        for (auto field = layout.begin(); field != layout.end(); ++field)
+          if (field.key() != "value")
+            mix(std::hash<nlohmann::json>()(field.value()));
+    }
+    return seed;
+  }
+
+  /// Whether two entries are the same but for their names.
+  bool alike(const nlohmann::json &a, const nlohmann::json &b) const {
+    auto fieldsOf = [&](const nlohmann::json &entry) {
+      size_t count = 0;
+      for (auto it = entry.begin(); it != entry.end(); ++it)
+        count += !names(it.key());
+      return count;
+    };
+    if (fieldsOf(a) != fieldsOf(b))
+      return false;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (names(it.key()))
+        continue;
+      auto other = b.find(it.key());
+      if (other == b.end())
+        return false;
+      if (!isList(it.key())) {
+        if (it.value() != *other)
+          return false;
+        continue;
+      }
+      if (it.value().size() != other->size())
+        return false;
+      for (size_t i = 0; i < it.value().size(); ++i) {
+        const nlohmann::json &x = it.value()[i], &y = (*other)[i];
+        if (x.size() != y.size())
+          return false;
+        for (auto field = x.begin(); field != x.end(); ++field)
+          if (field.key() != "value" && (!y.contains(field.key()) || y[field.key()] != field.value()))
+            return false;
+      }
+    }
+    return true;
+  }
+};
 
 /// Appends report entries to a list, folding an op (or boxing) of a later
 /// micro-batch into the same one of an earlier micro-batch: the k-th entry
@@ -114,12 +173,12 @@ public:
       list.push_back(std::move(entry));
       return;
     }
-    std::string key = withoutNames(entry, nameless).dump();
-    size_t hash = std::hash<std::string>()(key);
+    Nameless names{nameless};
+    size_t hash = names.hash(entry);
     std::vector<size_t> &similar = anchors[hash];
     if (microBatch > 0) {
       size_t k = seen[{microBatch, hash}]++;
-      if (k < similar.size() && keys[similar[k]] == key) {
+      if (k < similar.size() && names.alike(list[similar[k]], entry)) {
         nlohmann::json &anchor = list[similar[k]];
         anchor["micro_batches"] = anchor.value("micro_batches", int64_t{1}) + 1;
         return;
@@ -127,15 +186,13 @@ public:
       entry["micro_batch"] = microBatch;
     }
     similar.push_back(list.size());
-    keys[list.size()] = std::move(key);
     list.push_back(std::move(entry));
   }
 
 private:
   nlohmann::json &list;
   bool folding;
-  std::unordered_map<size_t, std::vector<size_t>> anchors; // key hash -> entries
-  std::unordered_map<size_t, std::string> keys;            // entry -> its key
+  std::unordered_map<size_t, std::vector<size_t>> anchors; // hash -> entries
   std::map<std::pair<int64_t, size_t>, size_t> seen;       // (micro-batch, hash) -> entries
 };
 
