@@ -51,8 +51,14 @@ ArrayAttr layoutsAttr(MLIRContext *ctx, ArrayRef<sbprt::NdSbp> layouts) {
 
 void setSignature(Operation *op, ArrayRef<sbprt::NdSbp> operands,
                   ArrayRef<sbprt::NdSbp> results) {
-  op->setAttr(kOperandLayouts, layoutsAttr(op->getContext(), operands));
-  op->setAttr(kResultLayouts, layoutsAttr(op->getContext(), results));
+  setSignature(op, layoutsAttr(op->getContext(), operands), layoutsAttr(op->getContext(), results));
+}
+
+void setSignature(Operation *op, ArrayAttr operands, ArrayAttr results) {
+  NamedAttrList attrs(op->getDiscardableAttrDictionary());
+  attrs.set(kOperandLayouts, operands);
+  attrs.set(kResultLayouts, results);
+  op->setDiscardableAttrs(attrs.getDictionary(op->getContext()));
 }
 
 std::string checkValueLayout(const sbprt::Mesh &mesh, const sbprt::NdSbp &layout, Value value) {

@@ -147,6 +147,10 @@ mlir::ArrayAttr layoutsAttr(mlir::MLIRContext *ctx, llvm::ArrayRef<sbprt::NdSbp>
 /// Stores a chosen signature on an op.
 void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
                   llvm::ArrayRef<sbprt::NdSbp> results);
+/// The same from its attributes (layoutsAttr), in one update of the op's
+/// attributes: a step's ops number in the hundreds of thousands, and most
+/// share a few signatures.
+void setSignature(mlir::Operation *op, mlir::ArrayAttr operands, mlir::ArrayAttr results);
 
 /// Empty when `layout` fits `value` (a static tensor) on `mesh`; otherwise
 /// what is wrong (see sbprt::checkLayout).

@@ -475,9 +475,12 @@ void applySolution(SearchProblem &problem, const Solution &solution, sbp::MeshOp
     if (!node.op)
       fn.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), sbp::kArgLayout,
                     sbp::NdSbpAttr::get(ctx, sig.results[0]));
-    else if (!isa<sbp::ConstraintOp>(node.op))
+    else if (!isa<sbp::ConstraintOp>(node.op)) {
+      ArrayAttr operands = sbp::layoutsAttr(ctx, sig.operands);
+      ArrayAttr results = sbp::layoutsAttr(ctx, sig.results);
       for (Operation *op : llvm::concat<Operation *const>(ArrayRef(node.op), node.copies))
-        sbp::setSignature(op, sig.operands, sig.results);
+        sbp::setSignature(op, operands, results);
+    }
   }
   sbprt::NdSbp broadcast(mesh.getRank(), sbprt::Sbp::broadcast());
   for (BlockArgument arg : fn.getArguments())

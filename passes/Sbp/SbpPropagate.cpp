@@ -47,6 +47,8 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
   ElementSizes sizes(fn);
   llvm::DenseMap<Value, sbprt::NdSbp> layouts;
   SignatureCache signatures(mesh);
+  // The attributes of each cached signature chosen so far.
+  llvm::DenseMap<const NdSignature *, std::pair<ArrayAttr, ArrayAttr>> signatureAttrs;
   for (BlockArgument arg : fn.getArguments()) {
     Attribute attr = fn.getArgAttr(arg.getArgNumber(), kArgLayout);
     if (!attr)
@@ -158,7 +160,11 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
       layouts.try_emplace(operand, wanted);
     for (auto [result, layout] : llvm::zip(op.getResults(), best->results))
       layouts[result] = layout;
-    setSignature(&op, best->operands, best->results);
+    auto [memo, isNew] = signatureAttrs.try_emplace(best);
+    if (isNew)
+      memo->second = {layoutsAttr(fn.getContext(), best->operands),
+                      layoutsAttr(fn.getContext(), best->results)};
+    setSignature(&op, memo->second.first, memo->second.second);
   }
 
   MLIRContext *ctx = fn.getContext();
