@@ -11,7 +11,8 @@
 //      the gradient is still reduced whole (a constraint pins the layout
 //      the update had wanted) and each rank keeps its slice;
 //   2: the gradient is reduced straight into slices (P(sum) -> S(d) is a
-//      reduce-scatter);
+//      reduce-scatter); in a micro-batched step each micro-batch's, and
+//      the running sum is kept in slices;
 //   3: the parameter is stored split too, and gathered where it is used,
 //      once per use (sbp.gather_per_use), so that the whole copy lives
 //      only around its consumer.
@@ -83,6 +84,31 @@ bool followOperand(Operation *op, const NdSbp &operandLayout, size_t axis,
   return false;
 }
 
+/// Stage 2 and up in a micro-batched step: the gradient's accumulating adds
+/// (graph.accumulate, the running sum their first operand) take the
+/// update's split `layout`, so that each micro-batch's gradient is
+/// reduce-scattered as it joins and the running sum is stored split. Summed
+/// whole, a full gradient per rank (two, the new sum beside the old) would
+/// live across the micro-batches, which is what stage 2 is to save. Stops
+/// at an add read by anything but the next add or `update`, or without
+/// such a signature.
+void accumulateSplit(Operation *update, Value grad, const NdSbp &layout,
+                     SignatureCache &signatures) {
+  Operation *next = update;
+  for (Operation *add = grad.getDefiningOp();
+       add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2;
+       next = add, add = add->getOperand(0).getDefiningOp()) {
+    if (!llvm::all_of(add->getUsers(), [&](Operation *user) { return user == next; }))
+      return;
+    if (llvm::none_of(signatures.of(add), [&](const NdSignature &sig) {
+          return sig.operands[0] == layout && sig.operands[1] == layout &&
+                 sig.results[0] == layout;
+        }))
+      return;
+    setSignature(add, {layout, layout}, {layout});
+  }
+}
+
 LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) {
   MLIRContext *ctx = fn.getContext();
   const sbprt::Mesh &mesh = context.mesh;
@@ -109,6 +135,7 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
   int64_t paramBytes = 0, gradientBytes = 0, stateBytes = 0, sharded = 0;
   ElementSizes sizes(fn); // a gradient is bf16 under bf16, the rest f32
   SmallVector<Attribute> unsharded;
+  SignatureCache signatures(mesh);
   SmallVector<Update> updates;
   for (Operation &op : fn.getBody().front())
     if (std::optional<Update> update = asUpdate(op))
@@ -216,6 +243,8 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
                                           NdSbpAttr::get(ctx, reduced));
         op->setOperand(1, pin);
       }
+      if (stage >= 2)
+        accumulateSplit(op, grad, layout, signatures);
       if (stage >= 3)
         if (auto arg = dyn_cast<BlockArgument>(param)) {
           fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
