@@ -311,6 +311,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.algorithm = command.strategy;
     search.cluster = command.cluster;
     search.memoryCheck = !command.ignoreMemory;
+    search.zero = command.train ? command.zero : 0;
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;

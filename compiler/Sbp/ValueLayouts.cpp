@@ -49,6 +49,23 @@ ArrayAttr layoutsAttr(MLIRContext *ctx, ArrayRef<sbprt::NdSbp> layouts) {
   return ArrayAttr::get(ctx, attrs);
 }
 
+std::vector<size_t>
+dataParallelAxes(func::FuncOp fn, const sbprt::Mesh &mesh,
+                 llvm::function_ref<std::optional<sbprt::NdSbp>(Value)> layoutOf) {
+  std::vector<size_t> axes;
+  for (size_t axis = 0; axis < mesh.shape.size(); ++axis)
+    for (BlockArgument arg : fn.getArguments()) {
+      if (!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr))
+        continue;
+      std::optional<sbprt::NdSbp> layout = layoutOf(arg);
+      if (layout && (*layout)[axis].isSplit() && (*layout)[axis].dim == 0 && mesh.shape[axis] > 1) {
+        axes.push_back(axis);
+        break;
+      }
+    }
+  return axes;
+}
+
 void setSignature(Operation *op, ArrayRef<sbprt::NdSbp> operands,
                   ArrayRef<sbprt::NdSbp> results) {
   setSignature(op, layoutsAttr(op->getContext(), operands), layoutsAttr(op->getContext(), results));

@@ -144,6 +144,13 @@ std::optional<sbprt::NdSbp> layoutOf(mlir::Value value);
 /// An array of #sbp.nd attributes, one per layout.
 mlir::ArrayAttr layoutsAttr(mlir::MLIRContext *ctx, llvm::ArrayRef<sbprt::NdSbp> layouts);
 
+/// The data-parallel axes of a step on `mesh`: those (of more than one
+/// device) on which some input's (graph.input) batch, dimension 0, is
+/// split, by `layoutOf` (an argument's layout, if it has one).
+std::vector<size_t>
+dataParallelAxes(mlir::func::FuncOp fn, const sbprt::Mesh &mesh,
+                 llvm::function_ref<std::optional<sbprt::NdSbp>(mlir::Value)> layoutOf);
+
 /// Stores a chosen signature on an op.
 void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
                   llvm::ArrayRef<sbprt::NdSbp> results);

@@ -382,7 +382,84 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
   return seconds;
 }
 
+/// What ZeRO at `stage` will leave each rank of each value it splits, for
+/// planMemory: --sbp-zero shards an update on every data-parallel axis its
+/// parameter is stored whole on (split there, unless the plan split the
+/// update already) and stores its states as the update uses them (from
+/// stage 1), reduces its gradient into slices (stage 2; over micro-batches
+/// the running sums and each micro-batch's part too) and stores the
+/// parameter split (stage 3). A value the plan holds whole or partial on
+/// such an axis then holds 1/n of it.
+static llvm::DenseMap<Value, double> zeroShares(SearchProblem &problem,
+                                                const std::vector<size_t> &choice, int stage) {
+  llvm::DenseMap<Value, double> shares;
+  if (stage <= 0)
+    return shares;
+  func::FuncOp fn = problem.function();
+  const sbprt::Mesh &mesh = problem.mesh();
+  // A value's layout in the plan: fixed, or its node's choice.
+  llvm::DenseMap<Value, size_t> argumentNode;
+  for (auto [n, node] : llvm::enumerate(problem.nodes()))
+    if (!node.op)
+      argumentNode[node.argument] = n;
+  auto layoutIn = [&](Value v) -> std::optional<sbprt::NdSbp> {
+    if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(v))
+      return fixed;
+    if (auto it = argumentNode.find(v); it != argumentNode.end())
+      return problem.layout(problem.nodes()[it->second].outputLayout(choice[it->second], 0));
+    if (auto result = dyn_cast<OpResult>(v)) {
+      size_t n = problem.nodeOf(result.getOwner());
+      if (n < problem.nodes().size() && problem.nodes()[n].op)
+        return problem.layout(
+            problem.nodes()[n].outputLayout(choice[n], result.getResultNumber()));
+    }
+    return std::nullopt;
+  };
+  std::vector<size_t> dpAxes = sbp::dataParallelAxes(fn, mesh, layoutIn);
+  for (const Node &node : problem.nodes()) {
+    std::optional<SmallVector<unsigned>> states =
+        node.op ? sbp::updateStateOperands(node.op) : std::nullopt;
+    if (!states)
+      continue;
+    Value param = node.inputs[0];
+    std::optional<sbprt::NdSbp> stored = layoutIn(param);
+    std::vector<size_t> axes;
+    for (size_t axis : dpAxes)
+      if (!stored || (*stored)[axis].isBroadcast())
+        axes.push_back(axis);
+    auto shard = [&](Value v) {
+      std::optional<sbprt::NdSbp> layout = layoutIn(v);
+      double share = 1;
+      for (size_t axis : axes)
+        if (!layout || !(*layout)[axis].isSplit())
+          share /= static_cast<double>(mesh.shape[axis]);
+      if (share < 1)
+        shares[v] = share;
+    };
+    for (unsigned k : *states)
+      if (isa<BlockArgument>(node.inputs[k]))
+        shard(node.inputs[k]);
+    if (stage >= 3 && isa<BlockArgument>(param))
+      shard(param);
+    if (stage < 2)
+      continue;
+    Value grad = node.inputs[1];
+    shard(grad);
+    for (Operation *add = grad.getDefiningOp();
+         add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2;
+         add = add->getOperand(0).getDefiningOp())
+      for (Value operand : add->getOperands())
+        shard(operand);
+  }
+  return shares;
+}
+
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
+  llvm::DenseMap<Value, double> zero = zeroShares(problem, choice, problem.zeroStage());
+  auto zeroShare = [&](Value v) {
+    auto it = zero.find(v);
+    return it == zero.end() ? 1.0 : it->second;
+  };
   // Flash attention's cores that fuse: no input of their ops changes layout.
   std::vector<char> fusing;
   for (const auto &inputs : problem.coreInputs())
@@ -396,10 +473,11 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
   double arguments = 0;
   for (BlockArgument arg : problem.function().getArguments())
     if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(arg))
-      arguments += problem.localBytes(arg, problem.layoutId(*fixed));
+      arguments += problem.localBytes(arg, problem.layoutId(*fixed)) * zeroShare(arg);
   for (auto [n, node] : llvm::enumerate(problem.nodes()))
     if (!node.op)
-      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
+      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0)) *
+                   zeroShare(node.argument);
   // Op by op in program order, a tied micro-batch copy laid out as its
   // node: what each defines, live until its last use.
   const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
@@ -425,7 +503,8 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     }
   }
   for (auto &[key, span] : reshards) {
-    double bytes = problem.localBytes(Value::getFromOpaquePointer(key.first), key.second);
+    Value value = Value::getFromOpaquePointer(key.first);
+    double bytes = problem.localBytes(value, key.second) * zeroShare(value);
     reshardedAt[span.first] += bytes;
     freedAfter[span.second] += bytes;
   }
@@ -436,7 +515,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     live += reshardedAt[s];
     for (auto [r, result] : llvm::enumerate(op->getResults())) {
       double bytes = problem.localBytes(result, problem.nodes()[n].outputLayout(choice[n], r)) *
-                     problem.sizes().storedShare(result, fuses);
+                     problem.sizes().storedShare(result, fuses) * zeroShare(result);
       live += bytes;
       size_t last = problem.isUsed(result) ? problem.lastUse(result) : s;
       // A fused backward reads its forward's output and log-sum-exp again.

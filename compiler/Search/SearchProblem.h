@@ -126,6 +126,10 @@ public:
     return node.compute(c) + memoryPrice_ * node.candidates->outputBytes[c];
   }
   void setMemoryPrice(double secondsPerByte) { memoryPrice_ = secondsPerByte; }
+  /// The ZeRO stage --sbp-zero will apply (0 to 3): planMemory counts
+  /// what it will split on the data-parallel axes.
+  void setZeroStage(int stage) { zeroStage_ = stage; }
+  int zeroStage() const { return zeroStage_; }
 
   /// The ops in program order (tied copies too), each with its node.
   const std::vector<std::pair<size_t, mlir::Operation *>> &steps() const { return steps_; }
@@ -179,6 +183,7 @@ private:
   std::map<std::string, int> axisIds_;
   double memoryPrice_ = 0;
   size_t tiedCopies_ = 0;
+  int zeroStage_ = 0;
 };
 
 /// A solution: one choice per node, what it costs, and how hard it was to find.
@@ -205,7 +210,10 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// each reshard's result (one per value and layout) from the first op that
 /// reads it to the last,
 /// without what flash attention's cores never store where the plan keeps
-/// each core's inputs as they are made.
+/// each core's inputs as they are made. With a ZeRO stage, what --sbp-zero
+/// will split on the data-parallel axes counts its slice: from stage 1 the
+/// optimizer states, from 2 the gradients (and the sums that accumulate
+/// them over micro-batches), at 3 the parameters.
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice);
 
 /// Limits of the exact solver: the largest table one elimination may

@@ -59,7 +59,8 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
     - `algorithm=auto`: exact where the graph allows it, otherwise the best
       of D-Rec and an axis-by-axis exact solve improved until nothing
       improves; re-solves with a price on memory until the plan fits the
-      cluster's device memory (`memory-check=false` skips that).
+      cluster's device memory (`memory-check=false` skips that), counting
+      what `--sbp-zero` will split where `zero` gives its stage.
 
     In a micro-batched step (`--sbp-micro-batches`) each op of a later
     micro-batch is laid out as the same op of micro-batch 0, which the
@@ -81,6 +82,8 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "auto: reject plans that do not fit the device memory">,
     Option<"microBatchTies", "micro-batch-ties", "bool", /*default=*/"true",
            "lay out every micro-batch's copy of an op as micro-batch 0's">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "the --sbp-zero stage to follow: the memory check counts what it splits">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

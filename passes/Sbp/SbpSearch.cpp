@@ -106,6 +106,7 @@ private:
                                      microBatchTies);
     if (failed(problem))
       return failure();
+    problem->setZeroStage(static_cast<int>(zero));
     std::string error;
     std::optional<search::Solution> solution;
     search::AutoOptions options;

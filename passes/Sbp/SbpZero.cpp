@@ -114,17 +114,8 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
   const sbprt::Mesh &mesh = context.mesh;
   Builder attrs(ctx);
 
-  // The data-parallel axes: where some input's batch is split.
-  std::vector<size_t> dpAxes;
-  for (size_t axis = 0; axis < mesh.shape.size(); ++axis)
-    for (BlockArgument arg : fn.getArguments()) {
-      std::optional<NdSbp> layout = layoutOf(arg);
-      if (fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr) && layout &&
-          (*layout)[axis].isSplit() && (*layout)[axis].dim == 0 && mesh.shape[axis] > 1) {
-        dpAxes.push_back(axis);
-        break;
-      }
-    }
+  std::vector<size_t> dpAxes =
+      dataParallelAxes(fn, mesh, [](Value arg) { return layoutOf(arg); });
 
   // The search prices an update's return to its parameter's and states'
   // stored layouts, and may split an update on a data-parallel axis on its
