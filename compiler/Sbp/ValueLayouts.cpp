@@ -49,6 +49,25 @@ ArrayAttr layoutsAttr(MLIRContext *ctx, ArrayRef<sbprt::NdSbp> layouts) {
   return ArrayAttr::get(ctx, attrs);
 }
 
+std::vector<std::vector<Operation *>> microBatchOps(func::FuncOp fn) {
+  std::vector<std::vector<Operation *>> batches;
+  for (Operation &op : fn.getBody().front()) {
+    auto mark = op.getAttrOfType<IntegerAttr>(kMicroBatch);
+    if (!mark || op.hasAttr(graph::GraphDialect::kAccumulateAttr))
+      continue;
+    if (mark.getInt() < 0)
+      return {};
+    size_t i = static_cast<size_t>(mark.getInt());
+    if (batches.size() <= i)
+      batches.resize(i + 1);
+    batches[i].push_back(&op);
+  }
+  if (batches.size() < 2 ||
+      llvm::any_of(batches, [&](const auto &ops) { return ops.size() != batches[0].size(); }))
+    return {};
+  return batches;
+}
+
 std::vector<size_t>
 dataParallelAxes(func::FuncOp fn, const sbprt::Mesh &mesh,
                  llvm::function_ref<std::optional<sbprt::NdSbp>(Value)> layoutOf) {

@@ -47,6 +47,12 @@ constexpr llvm::StringLiteral kStarts = "sbp.starts";
 /// counterpart in micro-batch 0.
 constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
 
+/// The ops of a micro-batched step by micro-batch, in program order: the
+/// ops marked sbp.micro_batch = i but the accumulating adds
+/// (graph.accumulate), where every micro-batch has as many (the k-th of
+/// each is then the same op); empty otherwise, or with one micro-batch.
+std::vector<std::vector<mlir::Operation *>> microBatchOps(mlir::func::FuncOp fn);
+
 /// What an op's nd signatures depend on, as a key: its name, its
 /// attributes but the marks that only name layers and micro-batches apart
 /// (graph.region, graph.selective, sbp.micro_batch) and those that record

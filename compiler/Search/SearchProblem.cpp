@@ -112,20 +112,8 @@ static bool sameChoices(const Candidates *a, const Candidates *b) {
 
 using Ties = llvm::DenseMap<Operation *, Operation *>;
 static Ties microBatchTies(func::FuncOp fn, llvm::function_ref<const Candidates *(Operation *)> candidatesOf) {
-  std::vector<std::vector<Operation *>> batches;
-  for (Operation &op : fn.getBody().front()) {
-    auto mark = op.getAttrOfType<IntegerAttr>(sbp::kMicroBatch);
-    if (!mark || op.hasAttr(graph::GraphDialect::kAccumulateAttr))
-      continue;
-    if (mark.getInt() < 0)
-      return Ties();
-    size_t i = static_cast<size_t>(mark.getInt());
-    if (batches.size() <= i)
-      batches.resize(i + 1);
-    batches[i].push_back(&op);
-  }
-  if (batches.size() < 2 ||
-      llvm::any_of(batches, [&](const auto &ops) { return ops.size() != batches[0].size(); }))
+  std::vector<std::vector<Operation *>> batches = sbp::microBatchOps(fn);
+  if (batches.empty())
     return Ties();
   llvm::DenseMap<Operation *, std::pair<size_t, size_t>> position; // (micro-batch, k)
   for (auto [i, ops] : llvm::enumerate(batches))

@@ -21,7 +21,11 @@ def SbpPropagate : Pass<"sbp-propagate", "mlir::ModuleOp"> {
     (a layout that does not fit its tensor, a partial layout on indices, an
     existing boxing whose source disagrees with its operand) and ops with no
     legal signature are errors naming the op or argument and the layouts.
-    The choice is deterministic (ties go to the first signature).
+    The choice is deterministic (ties go to the first signature). In a
+    micro-batched step (`sbp.micro_batch`) an op of a later micro-batch
+    that has the same candidates as the same op of micro-batch 0 and finds
+    its operands laid out alike takes that op's choice without ranking its
+    candidates again: it would choose the same.
 
     Before:
     ```mlir

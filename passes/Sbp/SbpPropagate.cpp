@@ -49,6 +49,41 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
   SignatureCache signatures(mesh);
   // The attributes of each cached signature chosen so far.
   llvm::DenseMap<const NdSignature *, std::pair<ArrayAttr, ArrayAttr>> signatureAttrs;
+  // In a micro-batched step, each later micro-batch's op and the same op of
+  // micro-batch 0, and what that one chose: a copy that has the same
+  // candidates, reads its operands in the same layouts and element sizes
+  // and stores as much of each value would choose the same again.
+  llvm::DenseMap<Operation *, Operation *> originals;
+  {
+    std::vector<std::vector<Operation *>> batches = microBatchOps(fn);
+    for (size_t i = 1; i < batches.size(); ++i)
+      for (auto [copy, original] : llvm::zip(batches[i], batches[0]))
+        originals[copy] = original;
+  }
+  llvm::DenseMap<Operation *, const NdSignature *> chosen;
+  auto choseAlike = [&](Operation &op, const std::vector<NdSignature> &candidates)
+      -> const NdSignature * {
+    Operation *original = originals.lookup(&op);
+    const NdSignature *choice = original ? chosen.lookup(original) : nullptr;
+    // The same candidates: the original's choice is one of this op's.
+    if (!choice || choice < candidates.data() || choice >= candidates.data() + candidates.size() ||
+        original->getNumOperands() != op.getNumOperands() ||
+        original->getNumResults() != op.getNumResults() ||
+        sizes.computesInBf16(original) != sizes.computesInBf16(&op))
+      return nullptr;
+    for (auto [mine, theirs] : llvm::zip(op.getOpOperands(), original->getOpOperands())) {
+      auto have = layouts.find(mine.get()), had = layouts.find(theirs.get());
+      if ((have == layouts.end()) != (had == layouts.end()) ||
+          (have != layouts.end() && have->second != had->second) ||
+          sizes.ofUse(mine) != sizes.ofUse(theirs) ||
+          sizes.storedShare(mine.get()) != sizes.storedShare(theirs.get()))
+        return nullptr;
+    }
+    for (auto [mine, theirs] : llvm::zip(op.getResults(), original->getResults()))
+      if (sizes.of(mine) != sizes.of(theirs) || sizes.storedShare(mine) != sizes.storedShare(theirs))
+        return nullptr;
+    return choice;
+  };
   for (BlockArgument arg : fn.getArguments()) {
     Attribute attr = fn.getArgAttr(arg.getArgNumber(), kArgLayout);
     if (!attr)
@@ -135,27 +170,31 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
       }
       return seconds;
     };
-    using Ranked = std::pair<std::pair<double, double>, const NdSignature *>;
-    std::vector<Ranked> ranked;
-    bool anyFree = llvm::any_of(candidates, needsNoBoxing);
-    for (const NdSignature &sig : candidates)
-      if (!anyFree || needsNoBoxing(sig))
-        ranked.push_back({{anyFree ? 0.0 : boxingCost(sig, /*exact=*/false),
-                           computeSecondsOf(&op, sig, mesh, context.cluster, sizes)},
-                          &sig});
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const Ranked &a, const Ranked &b) { return a.first < b.first; });
-    constexpr size_t kPlannedExactly = 8;
-    const NdSignature *best = nullptr;
-    std::pair<double, double> bestCost;
-    for (size_t i = 0; i < ranked.size() && (anyFree ? i < 1 : i < kPlannedExactly); ++i) {
-      std::pair<double, double> cost{anyFree ? 0.0 : boxingCost(*ranked[i].second, true),
-                                     ranked[i].first.second};
-      if (!best || cost < bestCost) {
-        best = ranked[i].second;
-        bestCost = cost;
+    const NdSignature *best = choseAlike(op, candidates);
+    if (!best) {
+      using Ranked = std::pair<std::pair<double, double>, const NdSignature *>;
+      std::vector<Ranked> ranked;
+      bool anyFree = llvm::any_of(candidates, needsNoBoxing);
+      for (const NdSignature &sig : candidates)
+        if (!anyFree || needsNoBoxing(sig))
+          ranked.push_back({{anyFree ? 0.0 : boxingCost(sig, /*exact=*/false),
+                             computeSecondsOf(&op, sig, mesh, context.cluster, sizes)},
+                            &sig});
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const Ranked &a, const Ranked &b) { return a.first < b.first; });
+      constexpr size_t kPlannedExactly = 8;
+      std::pair<double, double> bestCost;
+      for (size_t i = 0; i < ranked.size() && (anyFree ? i < 1 : i < kPlannedExactly); ++i) {
+        std::pair<double, double> cost{anyFree ? 0.0 : boxingCost(*ranked[i].second, true),
+                                       ranked[i].first.second};
+        if (!best || cost < bestCost) {
+          best = ranked[i].second;
+          bestCost = cost;
+        }
       }
     }
+    if (!originals.empty() && !originals.count(&op))
+      chosen[&op] = best;
     for (auto [operand, wanted] : llvm::zip(op.getOperands(), best->operands))
       layouts.try_emplace(operand, wanted);
     for (auto [result, layout] : llvm::zip(op.getResults(), best->results))
