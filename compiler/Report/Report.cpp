@@ -14,6 +14,8 @@
 
 #include "runtime/Tensor.h"
 
+#include "llvm/ADT/bit.h"
+
 #include "mlir/IR/AsmState.h"
 
 #include <map>
@@ -166,15 +168,18 @@ public:
   MicroBatchFolder(nlohmann::json &list, bool folding) : list(list), folding(folding) {}
 
   /// `nameless` are the fields of `entry` that name values: it folds into
-  /// an entry alike but for those.
+  /// an entry alike but for those. `print`, when not kNoPrint, stands for
+  /// everything the entry is made of but names (see fold).
   void add(nlohmann::json entry, std::initializer_list<const char *> nameless,
-           int64_t microBatch) {
+           int64_t microBatch, size_t print = kNoPrint) {
     if (!folding) {
       list.push_back(std::move(entry));
       return;
     }
     Nameless names{nameless};
     size_t hash = names.hash(entry);
+    if (print != kNoPrint)
+      hashOfPrint[print] = hash;
     std::vector<size_t> &similar = anchors[hash];
     if (microBatch > 0) {
       size_t k = seen[{microBatch, hash}]++;
@@ -186,14 +191,69 @@ public:
       entry["micro_batch"] = microBatch;
     }
     similar.push_back(list.size());
+    printOfEntry.push_back(print);
     list.push_back(std::move(entry));
   }
+
+  /// Folds, without its entry, a later micro-batch's op whose `print` (all
+  /// its entry is made of but names) is that of the entry add would fold
+  /// it into, which it then alike is; that entry's `field` (its time) into
+  /// `value`. False where add must see the entry.
+  bool fold(size_t print, int64_t microBatch, const char *field, double &value) {
+    if (!folding || microBatch <= 0 || print == kNoPrint)
+      return false;
+    auto hash = hashOfPrint.find(print);
+    if (hash == hashOfPrint.end())
+      return false;
+    const std::vector<size_t> &similar = anchors[hash->second];
+    size_t &count = seen[{microBatch, hash->second}];
+    if (count >= similar.size() || printOfEntry[similar[count]] != print)
+      return false;
+    nlohmann::json &anchor = list[similar[count++]];
+    anchor["micro_batches"] = anchor.value("micro_batches", int64_t{1}) + 1;
+    value = anchor[field].get<double>();
+    return true;
+  }
+
+  static constexpr size_t kNoPrint = std::numeric_limits<size_t>::max();
 
 private:
   nlohmann::json &list;
   bool folding;
   std::unordered_map<size_t, std::vector<size_t>> anchors; // hash -> entries
   std::map<std::pair<int64_t, size_t>, size_t> seen;       // (micro-batch, hash) -> entries
+  std::vector<size_t> printOfEntry;                        // entry -> its print
+  std::unordered_map<size_t, size_t> hashOfPrint;          // print -> its entries' hash
+};
+
+/// Everything an op's report entry is made of but value names, as a
+/// number: what its signatures and time depend on (signatureKey), its
+/// location, its layouts and the element sizes and stored shares of what
+/// it reads and writes. Ops with the same print have entries alike.
+class OpPrints {
+public:
+  size_t of(Operation *op, ArrayAttr operands, ArrayAttr results, const ElementSizes &sizes) {
+    std::vector<const void *> key = signatureKey(op);
+    auto number = [&](double x) {
+      return reinterpret_cast<const void *>(static_cast<uintptr_t>(llvm::bit_cast<uint64_t>(x)));
+    };
+    key.push_back(op->getLoc().getAsOpaquePointer());
+    key.push_back(operands.getAsOpaquePointer());
+    key.push_back(results.getAsOpaquePointer());
+    key.push_back(number(sizes.computesInBf16(op)));
+    for (OpOperand &use : op->getOpOperands()) {
+      key.push_back(number(static_cast<double>(sizes.ofUse(use))));
+      key.push_back(number(sizes.storedShare(use.get())));
+    }
+    for (Value result : op->getResults()) {
+      key.push_back(number(static_cast<double>(sizes.of(result))));
+      key.push_back(number(sizes.storedShare(result)));
+    }
+    return prints.try_emplace(std::move(key), prints.size()).first->second;
+  }
+
+private:
+  std::map<std::vector<const void *>, size_t> prints;
 };
 
 nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layout) {
@@ -210,6 +270,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   bool microBatched = false;
   module.walk([&](Operation *op) { microBatched |= op->hasAttr(kMicroBatch); });
   MicroBatchFolder opList(ops, microBatched), boxingList(boxings, microBatched);
+  OpPrints opPrints;
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   nlohmann::json zero;
   double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
@@ -276,37 +337,46 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
       } else if (auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts)) {
         auto resultLayouts = op.getAttrOfType<ArrayAttr>(kResultLayouts);
-        NdSignature sig;
-        nlohmann::json operands = nlohmann::json::array(), results = nlohmann::json::array();
-        for (auto [v, attr] : llvm::zip(op.getOperands(), operandLayouts)) {
-          sig.operands.push_back(cast<NdSbpAttr>(attr).toLayout());
-          operands.push_back(layoutEntry(names, v, sig.operands.back()));
+        // A later micro-batch's op folds without its entry where one alike
+        // in all but names stands for it (most of a micro-batched step).
+        int64_t microBatch = microBatchOf(&op);
+        size_t print = microBatched ? opPrints.of(&op, operandLayouts, resultLayouts, sizes)
+                                    : MicroBatchFolder::kNoPrint;
+        if (double folded; opList.fold(print, microBatch, "est_time_s", folded)) {
+          compute += folded;
+        } else {
+          NdSignature sig;
+          nlohmann::json operands = nlohmann::json::array(), results = nlohmann::json::array();
+          for (auto [v, attr] : llvm::zip(op.getOperands(), operandLayouts)) {
+            sig.operands.push_back(cast<NdSbpAttr>(attr).toLayout());
+            operands.push_back(layoutEntry(names, v, sig.operands.back()));
+          }
+          for (auto [v, attr] : llvm::zip(op.getResults(), resultLayouts)) {
+            sig.results.push_back(cast<NdSbpAttr>(attr).toLayout());
+            results.push_back(layoutEntry(names, v, sig.results.back()));
+          }
+          double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster, sizes);
+          compute += seconds;
+          nlohmann::json entry = {{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
+                                  {"op", op.getName().getStringRef().str()},
+                                  {"location", describeLocation(op.getLoc())},
+                                  {"operands", operands},
+                                  {"results", results},
+                                  {"est_time_s", seconds}};
+          if (auto runnerUp = op.getAttrOfType<DictionaryAttr>(kRunnerUp)) {
+            auto layouts = [](Attribute attr) {
+              std::vector<std::string> texts;
+              for (Attribute layout : cast<ArrayAttr>(attr))
+                texts.push_back(sbprt::toString(cast<NdSbpAttr>(layout).toLayout()));
+              return texts;
+            };
+            entry["runner_up"] = {
+                {"operands", layouts(runnerUp.get("operands"))},
+                {"results", layouts(runnerUp.get("results"))},
+                {"plan_time_s", cast<FloatAttr>(runnerUp.get("plan_seconds")).getValueAsDouble()}};
+          }
+          opList.add(std::move(entry), {"name", "runner_up"}, microBatch, print);
         }
-        for (auto [v, attr] : llvm::zip(op.getResults(), resultLayouts)) {
-          sig.results.push_back(cast<NdSbpAttr>(attr).toLayout());
-          results.push_back(layoutEntry(names, v, sig.results.back()));
-        }
-        double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster, sizes);
-        compute += seconds;
-        nlohmann::json entry = {{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
-                                {"op", op.getName().getStringRef().str()},
-                                {"location", describeLocation(op.getLoc())},
-                                {"operands", operands},
-                                {"results", results},
-                                {"est_time_s", seconds}};
-        if (auto runnerUp = op.getAttrOfType<DictionaryAttr>(kRunnerUp)) {
-          auto layouts = [](Attribute attr) {
-            std::vector<std::string> texts;
-            for (Attribute layout : cast<ArrayAttr>(attr))
-              texts.push_back(sbprt::toString(cast<NdSbpAttr>(layout).toLayout()));
-            return texts;
-          };
-          entry["runner_up"] = {
-              {"operands", layouts(runnerUp.get("operands"))},
-              {"results", layouts(runnerUp.get("results"))},
-              {"plan_time_s", cast<FloatAttr>(runnerUp.get("plan_seconds")).getValueAsDouble()}};
-        }
-        opList.add(std::move(entry), {"name", "runner_up"}, microBatchOf(&op));
       } else {
         continue;
       }
