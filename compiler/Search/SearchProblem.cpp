@@ -96,12 +96,6 @@ const Candidates *SearchProblem::candidatesOf(Operation *op, std::string &error)
   return candidatesByKey_[key] = result;
 }
 
-/// The ops of a micro-batched step to lay out as the same op of micro-batch
-/// 0 (copy -> original): the k-th op marked sbp.micro_batch = i (the
-/// accumulating adds aside) copies the k-th marked 0 where every
-/// micro-batch has as many, the copies choose alike, and each
-/// operand is either the same value in every copy or each copy's own result
-/// of one tied op. Empty where the step is not micro-batched.
 /// Whether two ops choose alike: the same signatures at the same costs (a
 /// micro-batch's slice of the inputs differs from the others' only in
 /// where it starts).
@@ -110,6 +104,11 @@ static bool sameChoices(const Candidates *a, const Candidates *b) {
                     a->compute == b->compute && a->outputBytes == b->outputBytes);
 }
 
+/// The ops of a micro-batched step to lay out as the same op of micro-batch
+/// 0 (copy -> original): the k-th op of micro-batch i (sbp::microBatchOps)
+/// copies the k-th of micro-batch 0 where the copies choose alike and each
+/// operand is either the same value in every copy or each copy's own result
+/// of one tied op. Empty where the step is not micro-batched.
 using Ties = llvm::DenseMap<Operation *, Operation *>;
 static Ties microBatchTies(func::FuncOp fn, llvm::function_ref<const Candidates *(Operation *)> candidatesOf) {
   std::vector<std::vector<Operation *>> batches = sbp::microBatchOps(fn);

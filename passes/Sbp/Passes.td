@@ -168,7 +168,8 @@ def SbpZero : Pass<"sbp-zero", "mlir::ModuleOp"> {
       loads and stores only its part); the gradient is still reduced whole
       (an `sbp.constraint` pins the layout the update wanted) and sliced;
     - 2: also the gradient is reduced straight into its slice (P(sum) to
-      S(d), a reduce-scatter);
+      S(d), a reduce-scatter); in a micro-batched step each micro-batch's,
+      the adds that accumulate them (`graph.accumulate`) taking S(d) too;
     - 3: also the parameter is stored split, and gathered before each use
       separately (`sbp.gather_per_use`), so the whole copy is live only
       around its consumer.

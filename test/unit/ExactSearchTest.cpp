@@ -281,6 +281,22 @@ TEST_F(ExactSearchTest, HeldSolvesFitTheBudgetAndNeverLoseToTheirPlan) {
   EXPECT_GE(beatsPlan, 3);
 }
 
+/// A mesh, the H100 cluster and boxing plans over them, and search problems
+/// on them.
+struct Plans {
+  explicit Plans(sbprt::Mesh meshGiven) : mesh(std::move(meshGiven)), cluster(h100()), plans(mesh, cluster) {}
+  static Cluster h100() {
+    std::string error;
+    return *loadCluster("dgx-h100-cluster", error);
+  }
+  FailureOr<search::SearchProblem> problemOf(func::FuncOp fn, bool tieMicroBatches = true) {
+    return search::SearchProblem::build(fn, mesh, cluster, plans, tieMicroBatches);
+  }
+  sbprt::Mesh mesh;
+  Cluster cluster;
+  sbp::BoxingPlans plans;
+};
+
 /// The choices of `from`'s nodes for the nodes of `to`, a problem on the
 /// same function: each op node takes the choice of the node its op (or the
 /// op it copies) has in `from`, each free argument that of its argument.
@@ -324,13 +340,10 @@ TEST_F(ExactSearchTest, TiedMicroBatchesCostWhatTheirCopiesDo) {
   pm.addPass(sbp::createSbpMicroBatches(options));
   ASSERT_TRUE(succeeded(pm.run(*module)));
   auto fn = *module->getOps<func::FuncOp>().begin();
-  sbprt::Mesh mesh{{"x"}, {2}};
+  Plans plans({{"x"}, {2}});
+  FailureOr<search::SearchProblem> tied = plans.problemOf(fn);
+  FailureOr<search::SearchProblem> untied = plans.problemOf(fn, /*tieMicroBatches=*/false);
   std::string error;
-  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
-  sbp::BoxingPlans plans(mesh, cluster);
-  FailureOr<search::SearchProblem> tied = search::SearchProblem::build(fn, mesh, cluster, plans);
-  FailureOr<search::SearchProblem> untied =
-      search::SearchProblem::build(fn, mesh, cluster, plans, /*tieMicroBatches=*/false);
   ASSERT_TRUE(succeeded(tied) && succeeded(untied));
   // Micro-batches 1 and 2: three ops slice the input, five compute.
   EXPECT_EQ(tied->tiedCopies(), 2u * 8u);
@@ -370,11 +383,8 @@ TEST_F(ExactSearchTest, MicroBatchCopiesThatReadOtherwiseStayFree) {
                                                             &ctx);
   ASSERT_TRUE(module);
   auto fn = *module->getOps<func::FuncOp>().begin();
-  sbprt::Mesh mesh{{"x"}, {2}};
-  std::string error;
-  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
-  sbp::BoxingPlans plans(mesh, cluster);
-  FailureOr<search::SearchProblem> problem = search::SearchProblem::build(fn, mesh, cluster, plans);
+  Plans plans({{"x"}, {2}});
+  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
   ASSERT_TRUE(succeeded(problem));
   EXPECT_EQ(problem->tiedCopies(), 2u);
   std::vector<Operation *> ops;
