@@ -85,6 +85,42 @@ dataParallelAxes(func::FuncOp fn, const sbprt::Mesh &mesh,
   return axes;
 }
 
+std::vector<size_t> zeroSplit(const sbprt::Mesh &mesh, sbprt::NdSbp &layout, Value value,
+                              ArrayRef<size_t> axes) {
+  std::vector<size_t> split;
+  for (size_t axis : axes) {
+    std::vector<int64_t> local = localShape(mesh, layout, shapeOf(value));
+    auto splitElsewhere = [&](int64_t d, size_t from, size_t to) {
+      for (size_t other = from; other < to; ++other)
+        if (other != axis && layout[other].isSplit() && layout[other].dim == d)
+          return true;
+      return false;
+    };
+    auto splitBefore = [&](int64_t d) { return splitElsewhere(d, 0, axis); };
+    std::optional<int64_t> best;
+    auto better = [&](int64_t d) {
+      if (!best)
+        return true;
+      // Whole dimensions first, then the largest.
+      if (splitBefore(d) != splitBefore(*best))
+        return !splitBefore(d);
+      return local[d] > local[*best];
+    };
+    for (int64_t d = 0; d < static_cast<int64_t>(local.size()); ++d) {
+      sbprt::NdSbp candidate = layout;
+      candidate[axis] = sbprt::Sbp::split(d);
+      if (!splitElsewhere(d, axis + 1, layout.size()) &&
+          checkValueLayout(mesh, candidate, value).empty() && better(d))
+        best = d;
+    }
+    if (best) {
+      layout[axis] = sbprt::Sbp::split(*best);
+      split.push_back(axis);
+    }
+  }
+  return split;
+}
+
 void setSignature(Operation *op, ArrayRef<sbprt::NdSbp> operands,
                   ArrayRef<sbprt::NdSbp> results) {
   setSignature(op, layoutsAttr(op->getContext(), operands), layoutsAttr(op->getContext(), results));

@@ -157,6 +157,16 @@ std::vector<size_t>
 dataParallelAxes(mlir::func::FuncOp fn, const sbprt::Mesh &mesh,
                  llvm::function_ref<std::optional<sbprt::NdSbp>(mlir::Value)> layoutOf);
 
+/// ZeRO's split of `layout`, a parameter's or a value of its shape: on
+/// each of `axes` in turn (data-parallel axes it holds `value` whole or
+/// partial on), the largest dimension that still divides, whole
+/// dimensions first. A dimension another axis splits is split further
+/// only when that axis comes first (outer) in the mesh: only then is each
+/// rank's new part inside the part it holds, a slice without
+/// communication. Returns the axes it split; the others keep their layout.
+std::vector<size_t> zeroSplit(const sbprt::Mesh &mesh, sbprt::NdSbp &layout, mlir::Value value,
+                              llvm::ArrayRef<size_t> axes);
+
 /// Stores a chosen signature on an op.
 void setSignature(mlir::Operation *op, llvm::ArrayRef<sbprt::NdSbp> operands,
                   llvm::ArrayRef<sbprt::NdSbp> results);

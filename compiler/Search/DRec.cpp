@@ -77,18 +77,15 @@ Solution solveDRec(SearchProblem &problem) {
         for (size_t k = 0; k < node.inputs.size(); ++k) {
           const Source &source = problem.source(n, k);
           if (source.node < 0)
-            seconds += problem.boxingSeconds(n, k, fixedLayout(source.fixed, axis),
-                                             node.inputLayout(c, k));
+            seconds += problem.inputSeconds(n, k, c, fixedLayout(source.fixed, axis));
           else if (cut[source.node])
-            seconds += problem.boxingSeconds(
-                n, k, nodes[source.node].outputLayout(current[source.node], source.output),
-                node.inputLayout(c, k));
+            seconds += problem.inputSeconds(
+                n, k, c, nodes[source.node].outputLayout(current[source.node], source.output));
         }
         for (size_t r = 0; r < node.outputs.size(); ++r)
           for (auto [m, k] : problem.uses(n, r))
             if (cut[m])
-              seconds += problem.boxingSeconds(m, k, node.outputLayout(c, r),
-                                               nodes[m].inputLayout(current[m], k));
+              seconds += problem.inputSeconds(m, k, current[m], node.outputLayout(c, r));
         if (seconds < best) {
           best = seconds;
           current[n] = c;

@@ -294,14 +294,13 @@ bool Eliminator::buildNodeFactor(size_t n, std::string &error) {
     inputCost.clear();
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Source &source = problem.source(n, k);
-      int want = node.inputLayout(c, k);
       inputOffset[k] = inputCost.size();
       if (source.node < 0) {
-        base += problem.boxingSeconds(n, k, source.fixed, want);
+        base += problem.inputSeconds(n, k, c, source.fixed);
         continue;
       }
       for (int have : vars[inputVar[k]].domain)
-        inputCost.push_back(problem.boxingSeconds(n, k, have, want));
+        inputCost.push_back(problem.inputSeconds(n, k, c, have));
     }
     // Every assignment of the read variables.
     std::vector<int> digit(reads.size(), 0);
@@ -548,7 +547,7 @@ std::optional<Solution> Eliminator::solve(std::string &error) {
           const Var &var = vars[varOf[source.node][source.output]];
           have = var.domain[assigned[varOf[source.node][source.output]]];
         }
-        seconds += problem.boxingSeconds(n, k, have, node.inputLayout(c, k));
+        seconds += problem.inputSeconds(n, k, c, have);
       }
       if (seconds < best) {
         best = seconds;

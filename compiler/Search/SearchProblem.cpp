@@ -209,7 +209,7 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
     std::string error;
     Node node;
     node.op = &op;
-    node.candidates = problem.candidatesOf(&op, error);
+    node.candidates = node.base = problem.candidatesOf(&op, error);
     if (!node.candidates)
       return op.emitOpError() << error;
     node.inputs.assign(op.operand_begin(), op.operand_end());
@@ -233,6 +233,18 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
   for (auto &entry : problem.lastUse_)
     if (entry.second == kReturned)
       entry.second = problem.steps_.size();
+  // What every copy reads as it is (a parameter): --sbp-insert-boxing
+  // changes its layout once for all of them.
+  for (Node &node : problem.nodes_)
+    if (!node.copies.empty())
+      for (unsigned k = 0; k < node.op->getNumOperands(); ++k)
+        node.sharedInput.push_back(llvm::all_of(node.copies,
+                                                [&](Operation *copy) {
+                                                  return copy->getOperand(k) ==
+                                                         node.op->getOperand(k);
+                                                })
+                                       ? Node::kOnce
+                                       : Node::kPerCopy);
 
   // A node per free argument: its candidates are what its consumers take,
   // and replication.
@@ -256,7 +268,7 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
     problem.intern(*candidates, {arg});
     Node node;
     node.argument = arg;
-    node.candidates = candidates.get();
+    node.candidates = node.base = candidates.get();
     node.outputs = {arg};
     producer[arg] = {static_cast<int>(problem.nodes_.size()), 0};
     problem.ownedCandidates_.push_back(std::move(candidates));
@@ -282,6 +294,11 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
       problem.sources_[n].push_back(source);
     }
   }
+  problem.fixedView_ = problem.fixed_;
+  problem.baseSources_ = problem.sources_;
+  problem.baseUses_ = problem.uses_;
+  for (const Node &node : problem.nodes_)
+    problem.baseArity_.push_back({node.inputs.size(), node.outputs.size()});
   if (const graph::FusedAttention *attention = problem.sizes_.attention())
     for (const graph::FusedAttention::Core &core : attention->cores) {
       std::vector<std::pair<size_t, size_t>> &inputs = problem.coreInputs_.emplace_back();
@@ -297,18 +314,221 @@ std::optional<sbprt::NdSbp> SearchProblem::fixedLayout(Value arg) const {
   return it == fixed_.end() ? std::nullopt : std::optional<sbprt::NdSbp>(layouts_[it->second]);
 }
 
+int SearchProblem::zeroOf(int id, Value value) {
+  auto [it, isNew] = zeroIds_.try_emplace({value.getType().getAsOpaquePointer(), id}, id);
+  if (!isNew)
+    return it->second;
+  sbprt::NdSbp layout = layouts_[id];
+  std::vector<size_t> axes;
+  for (size_t axis : zeroAxes_)
+    if (!layout[axis].isSplit()) {
+      layout[axis] = sbprt::Sbp::broadcast();
+      axes.push_back(axis);
+    }
+  if (!sbp::zeroSplit(*mesh_, layout, value, axes).empty())
+    it->second = layoutId(layout);
+  return it->second;
+}
+
+const Candidates *SearchProblem::updateView(const Node &node, size_t gradients,
+                                            bool storesParameter) {
+  std::unique_ptr<Candidates> &view = zeroViews_[{node.base, gradients, storesParameter}];
+  if (view)
+    return view.get();
+  view = std::make_unique<Candidates>(*node.base);
+  Candidates &c = *view;
+  SmallVector<unsigned> states = *sbp::updateStateOperands(node.op);
+  size_t inputs = node.op->getNumOperands(), outputs = node.op->getNumResults();
+  for (size_t i = 0; i < c.sigs.size(); ++i) {
+    std::vector<int> &operands = c.operandIds[i], &results = c.resultIds[i];
+    // Parameter, states and results split as the parameter; from stage 2
+    // the gradient too (at stage 1 it is reduced whole, then sliced).
+    int split = zeroOf(operands[0], node.inputs[0]);
+    if (split != operands[0]) {
+      operands[0] = split;
+      if (zeroStage_ >= 2)
+        operands[1] = split;
+      for (unsigned k : states)
+        operands[k] = split;
+      for (int &result : results)
+        result = split;
+      NdSignature sig = c.sigs[i];
+      for (auto [layout, id] : llvm::zip(sig.operands, operands))
+        layout = layouts_[id];
+      for (auto [layout, id] : llvm::zip(sig.results, results))
+        layout = layouts_[id];
+      c.compute[i] = sbp::computeSecondsOf(node.op, sig, *mesh_, *cluster_, sizes_);
+      c.outputBytes[i] = 0;
+      for (size_t r = 0; r < outputs; ++r)
+        c.outputBytes[i] += storedBytes(node.outputs[r], results[r]);
+    }
+    // Split on a data-parallel axis (by ZeRO, or by the plan): ZeRO splits
+    // the adds that sum the micro-batches' gradients too.
+    bool sharded = splitOnZeroAxes(split);
+    std::vector<float> scale(inputs, 1.0f);
+    if (gradients > 1) {
+      operands.push_back(operands[1]);
+      scale[1] = sharded ? 0.0f : 1.0f;
+      scale.push_back(sharded ? static_cast<float>(gradients) : 0.0f);
+    }
+    if (storesParameter)
+      results.push_back(operands[0]);
+    c.inputScale.push_back(std::move(scale));
+  }
+  return view.get();
+}
+
+const Candidates *SearchProblem::storedView(const Node &node) {
+  std::unique_ptr<Candidates> &view = zeroViews_[{node.base, 0, true}];
+  if (view)
+    return view.get();
+  view = std::make_unique<Candidates>(*node.base);
+  for (size_t i = 0; i < view->sigs.size(); ++i) {
+    int &id = view->resultIds[i][0];
+    id = zeroOf(id, node.outputs[0]);
+    view->outputBytes[i] = storedBytes(node.outputs[0], id);
+  }
+  return view.get();
+}
+
+void SearchProblem::restoreBase() {
+  sources_ = baseSources_;
+  uses_ = baseUses_;
+  for (auto [node, arity] : llvm::zip(nodes_, baseArity_)) {
+    node.candidates = node.base;
+    node.inputs.resize(arity.first);
+    node.inputElementBytes.resize(arity.first);
+    node.roundTrip.resize(arity.first);
+    node.outputs.resize(arity.second);
+  }
+  for (Node &node : nodes_)
+    for (char &shared : node.sharedInput)
+      if (shared == Node::kOnceUnlessGathered)
+        shared = Node::kOnce;
+  fixedView_ = fixed_;
+  gatheredPerUse_.clear();
+  splitOnZeroAxes_.clear();
+}
+
+bool SearchProblem::splitOnZeroAxes(int id) {
+  if (splitOnZeroAxes_.size() <= static_cast<size_t>(id))
+    splitOnZeroAxes_.resize(layouts_.size(), -1);
+  signed char &split = splitOnZeroAxes_[id];
+  if (split < 0)
+    split = llvm::any_of(zeroAxes_, [&](size_t axis) { return layouts_[id][axis].isSplit(); });
+  return split;
+}
+
+void SearchProblem::setZero(int stage, std::vector<size_t> axes) {
+  zeroStage_ = stage;
+  zeroAxes_ = std::move(axes);
+  zeroIds_.clear();
+  zeroViews_.clear();
+  restoreBase();
+  if (stage <= 0 || zeroAxes_.empty())
+    return;
+  // What --sbp-zero stores split between steps: the states an update
+  // alone reads, and at stage 3 the parameters. Where each input reads a
+  // parameter stored so: (node, input) per parameter.
+  llvm::DenseSet<Value> stored;
+  llvm::DenseMap<Value, std::vector<std::pair<int, int>>> readers;
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    for (auto [k, input] : llvm::enumerate(node.inputs))
+      if (isa<BlockArgument>(input))
+        readers[input].push_back({static_cast<int>(n), static_cast<int>(k)});
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    std::optional<SmallVector<unsigned>> states =
+        node.op ? sbp::updateStateOperands(node.op) : std::nullopt;
+    if (!states)
+      continue;
+    for (unsigned k : *states)
+      if (isa<BlockArgument>(node.inputs[k]) &&
+          llvm::all_of(node.inputs[k].getUsers(), [&](Operation *user) { return user == node.op; }))
+        stored.insert(node.inputs[k]);
+    // From stage 2, the adds that accumulate the micro-batches' gradients,
+    // each read by the next alone (sbp-zero's accumulateSplit): the view
+    // reads the last micro-batch's gradient beside their sum.
+    std::vector<Operation *> chain;
+    Operation *next = node.op;
+    for (Operation *add = stage >= 2 ? node.inputs[1].getDefiningOp() : nullptr;
+         add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2 &&
+         llvm::all_of(add->getUsers(), [&](Operation *user) { return user == next; });
+         next = add, add = add->getOperand(0).getDefiningOp())
+      chain.push_back(add);
+    if (!chain.empty()) {
+      OpOperand &gradient = chain.front()->getOpOperand(1);
+      Source source = sources_[nodeOf_.lookup(chain.front())][1];
+      node.inputs.push_back(gradient.get());
+      node.inputElementBytes.push_back(sizes_.ofUse(gradient));
+      node.roundTrip.push_back(0);
+      if (source.node >= 0)
+        uses_[source.node][source.output].push_back(
+            {static_cast<int>(n), static_cast<int>(node.inputs.size() - 1)});
+      sources_[n].push_back(source);
+    }
+    // At stage 3 the parameter's other readers read what the update
+    // defines, the parameter as stored.
+    Value param = node.inputs[0];
+    bool storesParameter = stage >= 3 && isa<BlockArgument>(param);
+    if (storesParameter) {
+      stored.insert(param);
+      gatheredPerUse_.insert(param);
+      int r = static_cast<int>(node.outputs.size());
+      node.outputs.push_back(param);
+      uses_[n].emplace_back();
+      for (auto [m, k] : readers.lookup(param)) {
+        if (m == static_cast<int>(n))
+          continue;
+        if (static_cast<size_t>(k) < nodes_[m].sharedInput.size() &&
+            nodes_[m].sharedInput[k] == Node::kOnce)
+          nodes_[m].sharedInput[k] = Node::kOnceUnlessGathered;
+        Source &source = sources_[m][k];
+        if (source.node >= 0)
+          llvm::erase(uses_[source.node][source.output], std::make_pair(m, k));
+        source = Source{static_cast<int>(n), r};
+        uses_[n][r].push_back({m, k});
+      }
+    }
+    node.candidates = updateView(node, chain.size() + 1, storesParameter);
+  }
+  for (Node &node : nodes_)
+    if (!node.op && stored.contains(node.argument))
+      node.candidates = storedView(node);
+  for (auto &[value, id] : fixedView_)
+    if (stored.contains(value))
+      id = zeroOf(id, value);
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    for (auto [k, input] : llvm::enumerate(node.inputs))
+      if (sources_[n][k].node < 0)
+        sources_[n][k].fixed = fixedView_.lookup(input);
+}
+
+std::vector<size_t> SearchProblem::dataParallelAxes(const std::vector<size_t> &choice) {
+  llvm::DenseMap<Value, size_t> argumentNode;
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    if (!node.op)
+      argumentNode[node.argument] = n;
+  return sbp::dataParallelAxes(fn_, *mesh_, [&](Value arg) -> std::optional<sbprt::NdSbp> {
+    if (auto it = fixedView_.find(arg); it != fixedView_.end())
+      return layouts_[it->second];
+    if (auto it = argumentNode.find(arg); it != argumentNode.end())
+      return layouts_[nodes_[it->second].outputLayout(choice[it->second], 0)];
+    return std::nullopt;
+  });
+}
+
 int SearchProblem::typeId(Type type, size_t elementBytes) {
   return typeIds_
       .try_emplace({type.getAsOpaquePointer(), elementBytes}, static_cast<int>(typeIds_.size()))
       .first->second;
 }
 
-double SearchProblem::boxingSeconds(size_t n, size_t k, int from, int to) {
+double SearchProblem::changeSeconds(size_t n, size_t k, int from, int to) {
   if (from == to)
     return 0.0;
   Value value = nodes_[n].inputs[k];
   size_t elementBytes = nodes_[n].inputElementBytes[k];
-  bool roundTrip = !nodes_[n].roundTrip.empty() && nodes_[n].roundTrip[k];
+  bool roundTrip = nodes_[n].roundTrip[k];
   uint64_t key = (static_cast<uint64_t>(roundTrip) << 63) |
                  (static_cast<uint64_t>(typeId(value.getType(), elementBytes)) << 42) |
                  (static_cast<uint64_t>(from) << 21) | static_cast<uint64_t>(to);
@@ -318,7 +538,18 @@ double SearchProblem::boxingSeconds(size_t n, size_t k, int from, int to) {
     if (roundTrip)
       it->second += plans_->get(value, layouts_[to], layouts_[from], elementBytes).seconds;
   }
-  return nodes_[n].weight * it->second;
+  return it->second;
+}
+
+double SearchProblem::inputSeconds(size_t n, size_t k, size_t c, int from) {
+  const Node &node = nodes_[n];
+  // Once for all copies where they read the same value, unless ZeRO-3
+  // gathers it for each use (from where it stores it split).
+  char shared = k < node.sharedInput.size() ? node.sharedInput[k] : Node::kPerCopy;
+  bool once =
+      shared == Node::kOnce || (shared == Node::kOnceUnlessGathered && !splitOnZeroAxes(from));
+  double scale = (once ? 1.0 : node.weight) * node.inputScale(c, k);
+  return scale == 0 ? 0.0 : scale * changeSeconds(n, k, from, node.inputLayout(c, k));
 }
 
 double SearchProblem::localBytes(Value value, int id) {
@@ -350,8 +581,7 @@ double evaluate(SearchProblem &problem, const std::vector<size_t> &choice) {
   for (auto [n, node] : llvm::enumerate(problem.nodes())) {
     seconds += node.compute(choice[n]);
     for (size_t k = 0; k < node.inputs.size(); ++k)
-      seconds += problem.boxingSeconds(n, k, sourceLayout(problem, choice, n, k),
-                                       node.inputLayout(choice[n], k));
+      seconds += problem.inputSeconds(n, k, choice[n], sourceLayout(problem, choice, n, k));
   }
   return seconds;
 }
@@ -360,89 +590,56 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
   const Node &node = problem.nodes()[n];
   double seconds = problem.nodeCost(n, c);
   for (size_t k = 0; k < node.inputs.size(); ++k)
-    seconds += problem.boxingSeconds(n, k, sourceLayout(problem, choice, n, k),
-                                     node.inputLayout(c, k));
+    seconds += problem.inputSeconds(n, k, c, sourceLayout(problem, choice, n, k));
   for (size_t r = 0; r < node.outputs.size(); ++r)
     for (auto [m, k] : problem.uses(n, r))
-      seconds += problem.boxingSeconds(m, k, node.outputLayout(c, r),
-                                       problem.nodes()[m].inputLayout(choice[m], k));
+      seconds += problem.inputSeconds(m, k, choice[m], node.outputLayout(c, r));
   return seconds;
 }
 
-/// What ZeRO at `stage` will leave each rank of each value it splits, for
-/// planMemory: --sbp-zero shards an update on every data-parallel axis its
-/// parameter is stored whole on (split there, unless the plan split the
-/// update already) and stores its states as the update uses them (from
-/// stage 1), reduces its gradient into slices (stage 2; over micro-batches
-/// the running sums and each micro-batch's part too) and stores the
-/// parameter split (stage 3). A value the plan holds whole or partial on
-/// such an axis then holds 1/n of it.
-static llvm::DenseMap<Value, double> zeroShares(SearchProblem &problem,
-                                                const std::vector<size_t> &choice, int stage) {
+/// What each rank keeps, for planMemory, of the gradients ZeRO reduces
+/// into slices (stage 2 and up): the one an update reads and, over
+/// micro-batches, what each accumulating add adds. The backward makes each
+/// whole or partial, and it is reduce-scattered as it is made, so it
+/// counts its slice on the axes ZeRO split the update on. (The parameters,
+/// states and running sums ZeRO splits are split in the problem's view
+/// already: SearchProblem::setZero.)
+static llvm::DenseMap<Value, double> zeroGradientShares(SearchProblem &problem,
+                                                        const std::vector<size_t> &choice) {
   llvm::DenseMap<Value, double> shares;
-  if (stage <= 0)
+  if (problem.zeroStage() < 2)
     return shares;
-  func::FuncOp fn = problem.function();
   const sbprt::Mesh &mesh = problem.mesh();
-  // A value's layout in the plan: fixed, or its node's choice.
-  llvm::DenseMap<Value, size_t> argumentNode;
-  for (auto [n, node] : llvm::enumerate(problem.nodes()))
-    if (!node.op)
-      argumentNode[node.argument] = n;
-  auto layoutIn = [&](Value v) -> std::optional<sbprt::NdSbp> {
-    if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(v))
-      return fixed;
-    if (auto it = argumentNode.find(v); it != argumentNode.end())
-      return problem.layout(problem.nodes()[it->second].outputLayout(choice[it->second], 0));
-    if (auto result = dyn_cast<OpResult>(v)) {
-      size_t n = problem.nodeOf(result.getOwner());
-      if (n < problem.nodes().size() && problem.nodes()[n].op)
-        return problem.layout(
-            problem.nodes()[n].outputLayout(choice[n], result.getResultNumber()));
-    }
-    return std::nullopt;
-  };
-  std::vector<size_t> dpAxes = sbp::dataParallelAxes(fn, mesh, layoutIn);
-  for (const Node &node : problem.nodes()) {
-    std::optional<SmallVector<unsigned>> states =
-        node.op ? sbp::updateStateOperands(node.op) : std::nullopt;
-    if (!states)
+  for (auto [n, node] : llvm::enumerate(problem.nodes())) {
+    if (!node.op || !sbp::updateStateOperands(node.op))
       continue;
-    Value param = node.inputs[0];
-    std::optional<sbprt::NdSbp> stored = layoutIn(param);
+    const sbprt::NdSbp &split = problem.layout(node.inputLayout(choice[n], 0));
     std::vector<size_t> axes;
-    for (size_t axis : dpAxes)
-      if (!stored || (*stored)[axis].isBroadcast())
+    for (size_t axis : problem.zeroAxes())
+      if (split[axis].isSplit())
         axes.push_back(axis);
-    auto shard = [&](Value v) {
-      std::optional<sbprt::NdSbp> layout = layoutIn(v);
+    auto shareOf = [&](int id) {
       double share = 1;
       for (size_t axis : axes)
-        if (!layout || !(*layout)[axis].isSplit())
+        if (!problem.layout(id)[axis].isSplit())
           share /= static_cast<double>(mesh.shape[axis]);
-      if (share < 1)
-        shares[v] = share;
+      return share;
     };
-    for (unsigned k : *states)
-      if (isa<BlockArgument>(node.inputs[k]))
-        shard(node.inputs[k]);
-    if (stage >= 3 && isa<BlockArgument>(param))
-      shard(param);
-    if (stage < 2)
-      continue;
-    Value grad = node.inputs[1];
-    shard(grad);
-    for (Operation *add = grad.getDefiningOp();
+    if (double share = shareOf(sourceLayout(problem, choice, n, 1)); share < 1)
+      shares[node.inputs[1]] = share;
+    for (Operation *add = node.inputs[1].getDefiningOp();
          add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2;
          add = add->getOperand(0).getDefiningOp())
-      for (Value operand : add->getOperands())
-        shard(operand);
+      for (size_t k = 0; k < 2; ++k) // a tied copy's operands are laid out as its node's
+        if (double share = shareOf(sourceLayout(problem, choice, problem.nodeOf(add), k));
+            share < 1)
+          shares[add->getOperand(k)] = share;
   }
   return shares;
 }
 
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
-  llvm::DenseMap<Value, double> zero = zeroShares(problem, choice, problem.zeroStage());
+  llvm::DenseMap<Value, double> zero = zeroGradientShares(problem, choice);
   auto zeroShare = [&](Value v) {
     auto it = zero.find(v);
     return it == zero.end() ? 1.0 : it->second;
@@ -459,12 +656,11 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
   const graph::FusedAttention *attention = problem.sizes().attention();
   double arguments = 0;
   for (BlockArgument arg : problem.function().getArguments())
-    if (std::optional<sbprt::NdSbp> fixed = problem.fixedLayout(arg))
-      arguments += problem.localBytes(arg, problem.layoutId(*fixed)) * zeroShare(arg);
+    if (problem.fixedLayout(arg))
+      arguments += problem.localBytes(arg, problem.fixedLayoutId(arg));
   for (auto [n, node] : llvm::enumerate(problem.nodes()))
     if (!node.op)
-      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0)) *
-                   zeroShare(node.argument);
+      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
   // Op by op in program order, a tied micro-batch copy laid out as its
   // node: what each defines, live until its last use.
   const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
@@ -472,26 +668,30 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
   std::vector<double> freedAfter(steps.size() + 1, 0.0);
   // What ops read in another layout than the producer gave: one reshard
   // per value and layout (--sbp-insert-boxing shares it between the uses
-  // that want it), live from the first of those uses to the last.
+  // that want it), live from the first of those uses to the last; one per
+  // use of a parameter ZeRO-3 gathers before each use, live at that use.
   std::vector<double> reshardedAt(steps.size() + 1, 0.0);
-  std::map<std::pair<const void *, int>, std::pair<size_t, size_t>> reshards;
+  std::map<std::tuple<const void *, int, size_t>, std::pair<size_t, size_t>> reshards;
   for (auto [s, step] : llvm::enumerate(steps)) {
     auto [n, op] = step;
     if (isa<sbp::ConstraintOp>(op))
       continue;
     const Node &node = problem.nodes()[n];
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
+    // (An update's view reads a micro-batch's gradient besides: ZeRO
+    // reduce-scatters each as it is made, its slice counted with it.)
+    for (size_t k = 0; k < op->getNumOperands(); ++k) {
       int want = node.inputLayout(choice[n], k);
       if (sourceLayout(problem, choice, n, k) == want)
         continue;
-      auto [it, isNew] =
-          reshards.try_emplace({op->getOperand(k).getAsOpaquePointer(), want}, s, s);
+      Value value = op->getOperand(k);
+      auto [it, isNew] = reshards.try_emplace(
+          {value.getAsOpaquePointer(), want, problem.gatheredPerUse(value) ? s : 0}, s, s);
       it->second.second = s;
     }
   }
   for (auto &[key, span] : reshards) {
-    Value value = Value::getFromOpaquePointer(key.first);
-    double bytes = problem.localBytes(value, key.second) * zeroShare(value);
+    Value value = Value::getFromOpaquePointer(std::get<0>(key));
+    double bytes = problem.localBytes(value, std::get<1>(key));
     reshardedAt[span.first] += bytes;
     freedAfter[span.second] += bytes;
   }

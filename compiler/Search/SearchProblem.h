@@ -12,6 +12,7 @@
 #include "compiler/Sbp/ValueLayouts.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <limits>
 #include <map>
@@ -35,6 +36,11 @@ struct Candidates {
   std::vector<std::vector<int>> axisIds;
   std::vector<std::vector<char>> replicated;
   std::vector<double> outputBytes; // per rank, per signature
+  /// [signature][input]: how many times the signature pays the change of
+  /// that input's layout (empty: once each). ZeRO's view (setZero) of an
+  /// optimizer update pays some not at all and others once per
+  /// micro-batch.
+  std::vector<std::vector<float>> inputScale;
 };
 
 /// An op or a free argument to lay out.
@@ -46,8 +52,21 @@ struct Node {
   /// its inputs paid once per copy (`weight`: 1 + copies).
   std::vector<mlir::Operation *> copies;
   double weight = 1;
+  /// Per operand, with copies: whether every copy reads the same value
+  /// (a parameter), whose change of layout is then made once for all
+  /// (kOnce), unless ZeRO-3 gathers it per use from where it stores it
+  /// split (kOnceUnlessGathered).
+  std::vector<char> sharedInput;
+  static constexpr char kPerCopy = 0, kOnce = 1, kOnceUnlessGathered = 2;
+  /// What the solvers cost: `base`, or with a ZeRO stage what --sbp-zero
+  /// will make of it (SearchProblem::setZero). The signatures are the
+  /// same; the layouts and compute times are ZeRO's.
   const Candidates *candidates = nullptr;
+  const Candidates *base = nullptr;
   /// What the node reads and defines (a free argument defines itself).
+  /// ZeRO's view adds to an optimizer update's: it reads a micro-batch's
+  /// gradient beside their sum, and defines the parameter as stored
+  /// (SearchProblem::setZero).
   std::vector<mlir::Value> inputs, outputs;
   /// Bytes of an element each input reads (sbp::ElementSizes::ofUse).
   std::vector<size_t> inputElementBytes;
@@ -63,6 +82,9 @@ struct Node {
   int axisId(size_t c, size_t axis) const { return candidates->axisIds[c][axis]; }
   bool replicatedOn(size_t c, size_t axis) const { return candidates->replicated[c][axis]; }
   int inputLayout(size_t c, size_t k) const { return candidates->operandIds[c][k]; }
+  double inputScale(size_t c, size_t k) const {
+    return candidates->inputScale.empty() ? 1.0 : candidates->inputScale[c][k];
+  }
   int outputLayout(size_t c, size_t r) const { return candidates->resultIds[c][r]; }
   /// The op's name, or "argument" for a free argument.
   std::string name() const;
@@ -108,11 +130,9 @@ public:
   const sbprt::NdSbp &layout(int id) const { return layouts_[id]; }
   int layoutId(const sbprt::NdSbp &layout);
   /// α-β seconds to change input `k` of node `n` (and of its copies) from
-  /// layout `from` to `to` (memoized).
-  double boxingSeconds(size_t n, size_t k, int from, int to);
-  double boxingSeconds(size_t n, size_t k, const sbprt::NdSbp &from, const sbprt::NdSbp &to) {
-    return boxingSeconds(n, k, layoutId(from), layoutId(to));
-  }
+  /// layout `from` to the one its choice `c` takes (memoized): per copy,
+  /// or once where every copy reads the same value.
+  double inputSeconds(size_t n, size_t k, size_t c, int from);
   /// Bytes of `value` per rank under layout `id`.
   double localBytes(mlir::Value value, int id);
   /// Of those, the bytes its programs store (sbp::ElementSizes::storedShare)
@@ -126,10 +146,32 @@ public:
     return node.compute(c) + memoryPrice_ * node.candidates->outputBytes[c];
   }
   void setMemoryPrice(double secondsPerByte) { memoryPrice_ = secondsPerByte; }
-  /// The ZeRO stage --sbp-zero will apply (0 to 3): planMemory counts
-  /// what it will split on the data-parallel axes.
-  void setZeroStage(int stage) { zeroStage_ = stage; }
+
+  /// Costs every plan as --sbp-zero at `stage` (0 to 3) will make it on
+  /// the data-parallel `axes` (those the plan splits the batch on:
+  /// dataParallelAxes). Each optimizer update is split on the axes where
+  /// it holds its parameter whole (sbp::zeroSplit): its compute divided,
+  /// its states stored so, and from stage 1 its parameter gathered back
+  /// after it. From stage 2 its gradient is reduce-scattered into the
+  /// split: in a micro-batched step each micro-batch's as it joins the
+  /// running sum, which the update's view reads as an extra input paid
+  /// once per micro-batch (and the sum not at all), where the update is
+  /// split. At 3 the parameter is stored as the update takes it, and
+  /// gathered from there before each use, each micro-batch's copy's too:
+  /// the update's view defines it as an extra output that the
+  /// parameter's other uses read. Stage 0, or no axes, costs the plan as
+  /// it is. The choices stay the same; only what they cost changes, so a
+  /// plan solved under one view can be costed under another.
+  void setZero(int stage, std::vector<size_t> axes);
   int zeroStage() const { return zeroStage_; }
+  const std::vector<size_t> &zeroAxes() const { return zeroAxes_; }
+  /// The data-parallel axes of a plan (sbp::dataParallelAxes): where it
+  /// splits some input's batch.
+  std::vector<size_t> dataParallelAxes(const std::vector<size_t> &choice);
+  /// The layout id a fixed argument is costed at (ZeRO's, with setZero).
+  int fixedLayoutId(mlir::Value arg) const { return fixedView_.lookup(arg); }
+  /// Whether ZeRO-3 stores `value` split and gathers it before each use.
+  bool gatheredPerUse(mlir::Value value) const { return gatheredPerUse_.contains(value); }
 
   /// The ops in program order (tied copies too), each with its node.
   const std::vector<std::pair<size_t, mlir::Operation *>> &steps() const { return steps_; }
@@ -154,6 +196,8 @@ public:
 private:
   const Candidates *candidatesOf(mlir::Operation *op, std::string &error);
   void intern(Candidates &candidates, llvm::ArrayRef<mlir::Value> outputs);
+  /// Seconds to change input k of node n from `from` to `to`, once.
+  double changeSeconds(size_t n, size_t k, int from, int to);
 
   mlir::func::FuncOp fn_;
   const sbprt::Mesh *mesh_ = nullptr;
@@ -183,7 +227,32 @@ private:
   std::map<std::string, int> axisIds_;
   double memoryPrice_ = 0;
   size_t tiedCopies_ = 0;
+
+  // ZeRO's view (setZero).
+  /// `id` split by ZeRO on the data-parallel axes where it is not split
+  /// (sbp::zeroSplit, for `value`'s shape); `id` where it splits none.
+  int zeroOf(int id, mlir::Value value);
+  /// An optimizer update's candidates as ZeRO makes them: split, reading
+  /// the sum of `gradients` micro-batches' gradients (and, with more than
+  /// one, a micro-batch's as an extra input), with the parameter as stored
+  /// as an extra output if `storesParameter`.
+  const Candidates *updateView(const Node &node, size_t gradients, bool storesParameter);
+  /// A stored argument's candidates as ZeRO stores them: split.
+  const Candidates *storedView(const Node &node);
+  /// Restores the graph setZero extended.
+  void restoreBase();
+  /// Whether layout `id` splits a data-parallel axis of setZero's.
+  bool splitOnZeroAxes(int id);
+  std::vector<signed char> splitOnZeroAxes_;
   int zeroStage_ = 0;
+  std::vector<size_t> zeroAxes_;
+  llvm::DenseMap<mlir::Value, int> fixedView_;
+  llvm::DenseSet<mlir::Value> gatheredPerUse_;
+  std::map<std::pair<const void *, int>, int> zeroIds_;
+  std::map<std::tuple<const Candidates *, size_t, bool>, std::unique_ptr<Candidates>> zeroViews_;
+  std::vector<std::vector<Source>> baseSources_;
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> baseUses_;
+  std::vector<std::pair<size_t, size_t>> baseArity_; // per node: inputs, outputs
 };
 
 /// A solution: one choice per node, what it costs, and how hard it was to find.
@@ -208,12 +277,12 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// Per-rank bytes of a plan: every argument for the whole step plus the
 /// peak of live activations in program order (as report.json counts it),
 /// each reshard's result (one per value and layout) from the first op that
-/// reads it to the last,
-/// without what flash attention's cores never store where the plan keeps
-/// each core's inputs as they are made. With a ZeRO stage, what --sbp-zero
-/// will split on the data-parallel axes counts its slice: from stage 1 the
-/// optimizer states, from 2 the gradients (and the sums that accumulate
-/// them over micro-batches), at 3 the parameters.
+/// reads it to the last, without what flash attention's cores never store
+/// where the plan keeps each core's inputs as they are made. Under ZeRO's
+/// view (SearchProblem::setZero) as --sbp-zero will make it: from stage 1
+/// the optimizer states stored split, from 2 the gradients (and the sums
+/// that accumulate them over micro-batches) counted as their slices, at 3
+/// the parameters stored split, each gathered copy live at its use only.
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice);
 
 /// Limits of the exact solver: the largest table one elimination may

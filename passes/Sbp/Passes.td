@@ -63,8 +63,14 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
     - `algorithm=auto`: exact where the graph allows it, otherwise the best
       of D-Rec and an axis-by-axis exact solve improved until nothing
       improves; re-solves with a price on memory until the plan fits the
-      cluster's device memory (`memory-check=false` skips that), counting
-      what `--sbp-zero` will split where `zero` gives its stage.
+      cluster's device memory (`memory-check=false` skips that).
+
+    With `zero`, every plan is costed as `--sbp-zero` at that stage will
+    make it, time and memory: the updates split on the data-parallel axes
+    (those the plan splits the batch on; the search solves again while
+    its plan's differ from those it assumed), each micro-batch's gradient
+    reduce-scattered from stage 2, at stage 3 the parameters stored split
+    and gathered before each use.
 
     In a micro-batched step (`--sbp-micro-batches`) each op of a later
     micro-batch is laid out as the same op of micro-batch 0, which the
@@ -87,7 +93,7 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
     Option<"microBatchTies", "micro-batch-ties", "bool", /*default=*/"true",
            "lay out every micro-batch's copy of an op as micro-batch 0's">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "the --sbp-zero stage to follow: the memory check counts what it splits">,
+           "the --sbp-zero stage to follow: plans are costed as it will make them">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
@@ -162,17 +168,20 @@ def SbpZero : Pass<"sbp-zero", "mlir::ModuleOp"> {
     (dimension 0) is split. Every `graph.adamw_update` / `graph.sgd_update`
     whose parameter is `B` on such an axis is split there, `S(d)` along the
     parameter's largest dimension that divides, on all operands and results
-    but AdamW's step count. Then, by `stage`:
+    but AdamW's step count (after `--sbp-search`: every update that is `B`
+    there, wherever the plan stores its parameter). Then, by `stage`:
 
     - 1: the optimizer states' arguments are laid out split (each rank
       loads and stores only its part); the gradient is still reduced whole
       (an `sbp.constraint` pins the layout the update wanted) and sliced;
     - 2: also the gradient is reduced straight into its slice (P(sum) to
       S(d), a reduce-scatter); in a micro-batched step each micro-batch's,
-      the adds that accumulate them (`graph.accumulate`) taking S(d) too;
+      the adds that accumulate them (`graph.accumulate`) taking S(d) too
+      (also where the plan split the update on such an axis itself);
     - 3: also the parameter is stored split, and gathered before each use
       separately (`sbp.gather_per_use`), so the whole copy is live only
-      around its consumer.
+      around its consumer (also where the plan stores it split on such an
+      axis itself).
 
     The new parameter and states are results laid out split. The function
     gets `sbp.zero`: the stage, the axes, how many updates were split and

@@ -106,20 +106,39 @@ private:
                                      microBatchTies);
     if (failed(problem))
       return failure();
-    problem->setZeroStage(static_cast<int>(zero));
     std::string error;
     std::optional<search::Solution> solution;
     search::AutoOptions options;
     options.checkMemory = memoryCheck;
     options.starts = takeStarts(*problem);
-    if (algorithm == "exact")
-      solution = search::solveExact(*problem, kExactBudget, error);
-    else if (algorithm == "drec")
-      solution = search::solveDRec(*problem);
-    else
-      solution = search::solveAuto(*problem, error, options);
-    if (!solution)
-      return fn.emitError() << error;
+    // ZeRO works on the axes the plan splits the batch on: solve with those
+    // of the fixed inputs and the first start, and again from the plan
+    // found while it splits the batch elsewhere (three solves at most; a
+    // plan still off is costed as ZeRO will make it).
+    std::vector<size_t> axes = problem->dataParallelAxes(
+        options.starts.empty() ? std::vector<size_t>(problem->nodes().size(), 0)
+                               : options.starts.front().second);
+    for (int round = 0;; ++round) {
+      problem->setZero(static_cast<int>(zero), axes);
+      if (algorithm == "exact")
+        solution = search::solveExact(*problem, kExactBudget, error);
+      else if (algorithm == "drec")
+        solution = search::solveDRec(*problem);
+      else
+        solution = search::solveAuto(*problem, error, options);
+      if (!solution)
+        return fn.emitError() << error;
+      std::vector<size_t> found = problem->dataParallelAxes(solution->choice);
+      if (zero == 0 || found == axes)
+        break;
+      axes = std::move(found);
+      if (round == 2) {
+        problem->setZero(static_cast<int>(zero), axes);
+        solution->seconds = search::evaluate(*problem, solution->choice);
+        break;
+      }
+      options.starts.push_back({solution->start, solution->choice});
+    }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     search::applySolution(*problem, *solution, context.meshOp);
 

@@ -12,10 +12,12 @@
 //      the update had wanted) and each rank keeps its slice;
 //   2: the gradient is reduced straight into slices (P(sum) -> S(d) is a
 //      reduce-scatter); in a micro-batched step each micro-batch's, and
-//      the running sum is kept in slices;
+//      the running sum is kept in slices (also where the plan split the
+//      update on a data-parallel axis itself);
 //   3: the parameter is stored split too, and gathered where it is used,
 //      once per use (sbp.gather_per_use), so that the whole copy lives
-//      only around its consumer.
+//      only around its consumer (also where the plan stores it split on a
+//      data-parallel axis itself).
 // The updated parameter comes out split; it is stored so and gathered
 // where the next step needs it. Stage 0 only does the accounting, and
 // leaves a searched plan's updates as the search chose them.
@@ -149,11 +151,13 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
     // updates the whole parameter. (Propagation alone may split it, since
     // it does not see that the next step needs the whole parameter again.)
     // A searched plan's update stays as the search chose it, split on a
-    // data-parallel axis or not.
+    // data-parallel axis or not; where it is whole, ZeRO splits it even if
+    // the plan stores the parameter split there (the search costs the
+    // step so: SearchProblem::setZero).
     NdSbp before = operands[0];
     std::vector<size_t> replicatedAxes, axes;
     for (size_t axis : dpAxes) {
-      if (stored && !(*stored)[axis].isBroadcast())
+      if (stored && !(*stored)[axis].isBroadcast() && !searched)
         continue;
       if (!searched)
         before[axis] = Sbp::broadcast();
@@ -164,45 +168,9 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
     // Split the update on each data-parallel axis the parameter is
     // replicated on, along the largest dimension that still divides.
     NdSbp layout = before;
-    for (size_t axis : replicatedAxes) {
-      if (stage == 0)
-        continue;
-      // A dimension another axis splits too is split further only when that
-      // axis comes first (outer) in the mesh: only then is each rank's new
-      // part inside the part it holds, a slice without communication.
-      std::vector<int64_t> local = localShape(mesh, layout, shapeOf(param));
-      auto splitAfter = [&](int64_t d) {
-        for (size_t other = axis + 1; other < layout.size(); ++other)
-          if (layout[other].isSplit() && layout[other].dim == d)
-            return true;
-        return false;
-      };
-      auto splitBefore = [&](int64_t d) {
-        for (size_t other = 0; other < axis; ++other)
-          if (layout[other].isSplit() && layout[other].dim == d)
-            return true;
-        return false;
-      };
-      std::optional<int64_t> best;
-      auto better = [&](int64_t d) {
-        if (!best)
-          return true;
-        // Whole dimensions first, then the largest.
-        if (splitBefore(d) != splitBefore(*best))
-          return !splitBefore(d);
-        return local[d] > local[*best];
-      };
-      for (int64_t d = 0; d < static_cast<int64_t>(local.size()); ++d) {
-        NdSbp candidate = layout;
-        candidate[axis] = Sbp::split(d);
-        if (!splitAfter(d) && checkValueLayout(mesh, candidate, param).empty() && better(d))
-          best = d;
-      }
-      if (best) {
-        layout[axis] = Sbp::split(*best);
+    if (stage > 0)
+      for (size_t axis : zeroSplit(mesh, layout, param, replicatedAxes))
         axes.push_back(axis);
-      }
-    }
     SmallVector<unsigned> split = {0, 1};
     split.append(update.states);
     for (unsigned i : split)
@@ -234,14 +202,24 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
                                           NdSbpAttr::get(ctx, reduced));
         op->setOperand(1, pin);
       }
-      if (stage >= 2)
-        accumulateSplit(op, grad, layout, signatures);
       if (stage >= 3)
-        if (auto arg = dyn_cast<BlockArgument>(param)) {
+        if (auto arg = dyn_cast<BlockArgument>(param))
           fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
-          fn.setArgAttr(arg.getArgNumber(), kGatherPerUse, UnitAttr::get(ctx));
-        }
     }
+    // Whoever split them on a data-parallel axis, ZeRO or the plan: from
+    // stage 2 the gradient's running sum is kept split, at 3 the parameter
+    // is gathered before each use rather than once for all.
+    auto splitOnDp = [&](const NdSbp &l) {
+      return llvm::any_of(dpAxes, [&](size_t axis) { return l[axis].isSplit(); });
+    };
+    if (stage >= 2 && splitOnDp(layout))
+      accumulateSplit(op, grad, layout, signatures);
+    if (stage >= 3)
+      if (auto arg = dyn_cast<BlockArgument>(param)) {
+        std::optional<NdSbp> storedNow = layoutOf(arg);
+        if (storedNow && splitOnDp(*storedNow))
+          fn.setArgAttr(arg.getArgNumber(), kGatherPerUse, UnitAttr::get(ctx));
+      }
 
     // What each rank keeps between steps and in the update.
     paramBytes += localBytes(mesh, stage >= 3 ? layout : before, param, sizes.of(param));

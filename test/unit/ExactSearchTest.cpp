@@ -6,6 +6,7 @@
 #include "compiler/Search/SearchProblem.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
+#include "passes/Graph/Passes.h"
 #include "passes/Sbp/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -319,8 +320,11 @@ TEST_F(ExactSearchTest, TiedMicroBatchesCostWhatTheirCopiesDo) {
   // with each later micro-batch's ops tied to micro-batch 0's and without.
   // The tied problem is a third the size; a tied plan, carried to every
   // copy, costs the same seconds and the same memory in the untied
-  // problem (each copy paid, each copy's values live in program order);
-  // the untied optimum can only be cheaper, being free to differ.
+  // problem (each copy paid, each copy's values live in program order),
+  // but for what all copies read alike (the parameters): --sbp-insert-boxing
+  // changes that once for all, and the tied problem counts it once, the
+  // untied once per copy. The untied optimum can only be cheaper than the
+  // carried plan, being free to differ.
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
     func.func @f(%x: tensor<24x8xf32> {graph.input = "x"}, %w: tensor<8x16xf32> {graph.param = "w"},
                  %v: tensor<16x4xf32> {graph.param = "v"})
@@ -355,15 +359,113 @@ TEST_F(ExactSearchTest, TiedMicroBatchesCostWhatTheirCopiesDo) {
   std::optional<search::Solution> untiedBest =
       search::solveExact(*untied, search::ExactBudget{}, error);
   ASSERT_TRUE(untiedBest) << error;
-  // Every plan of D-Rec's and the optimum, carried to the copies.
-  for (const search::Solution &plan : {*tiedBest, search::solveDRec(*tied)}) {
-    std::vector<size_t> carried = carryChoices(*tied, plan.choice, *untied);
+  // Every plan of D-Rec's and the optimum, carried to the copies; and the
+  // optimum with a copied op that reads a parameter in another layout.
+  std::vector<size_t> moved = tiedBest->choice;
+  for (auto [n, node] : llvm::enumerate(tied->nodes()))
+    for (auto [k, shared] : llvm::enumerate(node.sharedInput)) {
+      const search::Source &source = tied->source(n, k);
+      if (shared != search::Node::kOnce || source.node < 0 || moved != tiedBest->choice)
+        continue;
+      int from = tied->nodes()[source.node].outputLayout(moved[source.node], source.output);
+      for (size_t c = 0; c < node.numChoices() && moved == tiedBest->choice; ++c)
+        if (node.inputLayout(c, k) != from)
+          moved[n] = c;
+    }
+  ASSERT_NE(moved, tiedBest->choice);
+  double againAtMost = 0;
+  for (const std::vector<size_t> &plan :
+       {tiedBest->choice, search::solveDRec(*tied).choice, moved}) {
+    std::vector<size_t> carried = carryChoices(*tied, plan, *untied);
     double seconds = search::evaluate(*untied, carried);
-    EXPECT_NEAR(search::evaluate(*tied, plan.choice), seconds, 1e-12 * seconds);
-    EXPECT_DOUBLE_EQ(search::planMemory(*tied, plan.choice), search::planMemory(*untied, carried));
+    // What the untied problem pays again for each copy's shared reads.
+    double again = 0;
+    for (auto [n, node] : llvm::enumerate(tied->nodes()))
+      for (auto [k, shared] : llvm::enumerate(node.sharedInput)) {
+        if (shared != search::Node::kOnce)
+          continue;
+        const search::Source &source = tied->source(n, k);
+        int from = source.node < 0
+                       ? source.fixed
+                       : tied->nodes()[source.node].outputLayout(plan[source.node], source.output);
+        again += (node.weight - 1) * tied->inputSeconds(n, k, plan[n], from);
+      }
+    againAtMost = std::max(againAtMost, again);
+    EXPECT_NEAR(search::evaluate(*tied, plan) + again, seconds, 1e-12 * seconds);
+    EXPECT_DOUBLE_EQ(search::planMemory(*tied, plan), search::planMemory(*untied, carried));
     EXPECT_LE(untiedBest->seconds, seconds * (1 + 1e-12));
   }
+  EXPECT_GT(againAtMost, 0.0);
   EXPECT_NEAR(tiedBest->seconds, search::evaluate(*tied, tiedBest->choice), 1e-12 * tiedBest->seconds);
+}
+
+TEST_F(ExactSearchTest, ZeroViewsCostTheSamePlans) {
+  // A training step of an MLP of two layers in two micro-batches (AdamW)
+  // on dp=2. Under ZeRO-3's view (setZero) each update reads a
+  // micro-batch's gradient besides their sum and defines the parameter as
+  // stored, and the forward's and backward's reads of the parameter come
+  // from there; the choices stay the same, and going back to stage 0
+  // costs every plan as a fresh problem does.
+  MlpOptions mlp;
+  mlp.batch = 8;
+  mlp.inputs = 8;
+  mlp.hidden = 16;
+  mlp.outputs = 4;
+  mlp.loss = true;
+  std::string error;
+  GeneratedModel generated = buildMlp(&ctx, mlp, error);
+  ASSERT_TRUE(generated.module) << error;
+  OwningOpRef<ModuleOp> module = std::move(generated.module);
+  PassManager pm(&ctx);
+  pm.addPass(graph::createGraphAutodiff());
+  sbp::SbpMicroBatchesOptions micro;
+  micro.count = 2;
+  pm.addPass(sbp::createSbpMicroBatches(micro));
+  pm.addPass(graph::createGraphOptimizer());
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  Plans plans({{"dp"}, {2}});
+  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
+  FailureOr<search::SearchProblem> fresh = plans.problemOf(fn);
+  ASSERT_TRUE(succeeded(problem) && succeeded(fresh));
+  std::optional<search::Solution> plain =
+      search::solveExact(*problem, search::ExactBudget{}, error);
+  ASSERT_TRUE(plain) << error;
+  std::vector<std::vector<size_t>> plans3 = {plain->choice, search::solveDRec(*problem).choice};
+
+  problem->setZero(3, {0});
+  size_t updates = 0;
+  for (auto [n, node] : llvm::enumerate(problem->nodes())) {
+    if (!node.op || !sbp::updateStateOperands(node.op))
+      continue;
+    ++updates;
+    // The sum of two micro-batches' gradients, and one of them.
+    EXPECT_EQ(node.inputs.size(), node.op->getNumOperands() + 1);
+    EXPECT_EQ(node.outputs.size(), node.op->getNumResults() + 1);
+    EXPECT_EQ(node.inputs.back(), node.inputs[1].getDefiningOp()->getOperand(1));
+    // The parameter's other readers read what the update defines.
+    size_t stored = node.outputs.size() - 1;
+    EXPECT_FALSE(problem->uses(n, stored).empty());
+    for (auto [m, k] : problem->uses(n, stored))
+      EXPECT_EQ(problem->nodes()[m].inputs[k], node.inputs[0]);
+    EXPECT_TRUE(problem->gatheredPerUse(node.inputs[0]));
+  }
+  EXPECT_EQ(updates, 4u); // two weights, two biases
+  std::optional<search::Solution> zero3 =
+      search::solveExact(*problem, search::ExactBudget{}, error);
+  ASSERT_TRUE(zero3) << error;
+  EXPECT_NEAR(zero3->seconds, search::evaluate(*problem, zero3->choice), 1e-12 * zero3->seconds);
+  plans3.push_back(zero3->choice);
+
+  problem->setZero(0, {});
+  for (const std::vector<size_t> &plan : plans3) {
+    EXPECT_DOUBLE_EQ(search::evaluate(*problem, plan), search::evaluate(*fresh, plan));
+    EXPECT_DOUBLE_EQ(search::planMemory(*problem, plan), search::planMemory(*fresh, plan));
+  }
+  for (auto [node, base] : llvm::zip(problem->nodes(), fresh->nodes())) {
+    EXPECT_EQ(node.inputs.size(), base.inputs.size());
+    EXPECT_EQ(node.outputs.size(), base.outputs.size());
+  }
 }
 
 TEST_F(ExactSearchTest, MicroBatchCopiesThatReadOtherwiseStayFree) {
