@@ -85,6 +85,17 @@ dataParallelAxes(func::FuncOp fn, const sbprt::Mesh &mesh,
   return axes;
 }
 
+std::vector<Operation *> accumulatingAdds(Operation *update) {
+  std::vector<Operation *> adds;
+  Operation *next = update;
+  for (Operation *add = update->getOperand(1).getDefiningOp();
+       add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2 &&
+       llvm::all_of(add->getUsers(), [&](Operation *user) { return user == next; });
+       next = add, add = add->getOperand(0).getDefiningOp())
+    adds.push_back(add);
+  return adds;
+}
+
 std::vector<size_t> zeroSplit(const sbprt::Mesh &mesh, sbprt::NdSbp &layout, Value value,
                               ArrayRef<size_t> axes) {
   std::vector<size_t> split;

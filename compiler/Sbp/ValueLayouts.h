@@ -77,6 +77,11 @@ private:
 /// operand numbers of its states (result i + 1 is the new state of the
 /// i-th); operand 0 is the parameter, 1 its gradient. nullopt for other ops.
 std::optional<llvm::SmallVector<unsigned>> updateStateOperands(mlir::Operation *op);
+/// The adds (graph.accumulate) that sum the micro-batches' gradients an
+/// optimizer update reads, from the last to the first: operand 0 the
+/// running sum, operand 1 a micro-batch's gradient; as far as each is read
+/// by the next (or the update) alone.
+std::vector<mlir::Operation *> accumulatingAdds(mlir::Operation *update);
 /// Set by --sbp-zero on the function: the stage, the data-parallel axes and
 /// the bytes of parameters, gradients and optimizer states per rank.
 constexpr llvm::StringLiteral kFuncZero = "sbp.zero";

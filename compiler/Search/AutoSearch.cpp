@@ -176,7 +176,11 @@ void improveByMoves(SearchProblem &problem, std::vector<size_t> &choice, size_t 
           }
         }
       }
-      if (it->second != choice[n]) {
+      // A move found for another node in the same context is checked here:
+      // nodes alike may still differ in what they pay (copies, shared reads).
+      if (it->second != choice[n] &&
+          (isNew || localCost(problem, choice, n, it->second) <
+                        localCost(problem, choice, n, choice[n]) * (1 - 1e-9))) {
         choice[n] = it->second;
         improved = true;
       }

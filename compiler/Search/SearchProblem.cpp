@@ -448,13 +448,8 @@ void SearchProblem::setZero(int stage, std::vector<size_t> axes) {
     // From stage 2, the adds that accumulate the micro-batches' gradients,
     // each read by the next alone (sbp-zero's accumulateSplit): the view
     // reads the last micro-batch's gradient beside their sum.
-    std::vector<Operation *> chain;
-    Operation *next = node.op;
-    for (Operation *add = stage >= 2 ? node.inputs[1].getDefiningOp() : nullptr;
-         add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2 &&
-         llvm::all_of(add->getUsers(), [&](Operation *user) { return user == next; });
-         next = add, add = add->getOperand(0).getDefiningOp())
-      chain.push_back(add);
+    std::vector<Operation *> chain =
+        stage >= 2 ? sbp::accumulatingAdds(node.op) : std::vector<Operation *>();
     if (!chain.empty()) {
       OpOperand &gradient = chain.front()->getOpOperand(1);
       Source source = sources_[nodeOf_.lookup(chain.front())][1];
@@ -627,9 +622,7 @@ static llvm::DenseMap<Value, double> zeroGradientShares(SearchProblem &problem,
     };
     if (double share = shareOf(sourceLayout(problem, choice, n, 1)); share < 1)
       shares[node.inputs[1]] = share;
-    for (Operation *add = node.inputs[1].getDefiningOp();
-         add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2;
-         add = add->getOperand(0).getDefiningOp())
+    for (Operation *add : sbp::accumulatingAdds(node.op))
       for (size_t k = 0; k < 2; ++k) // a tied copy's operands are laid out as its node's
         if (double share = shareOf(sourceLayout(problem, choice, problem.nodeOf(add), k));
             share < 1)
@@ -680,12 +673,14 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     // (An update's view reads a micro-batch's gradient besides: ZeRO
     // reduce-scatters each as it is made, its slice counted with it.)
     for (size_t k = 0; k < op->getNumOperands(); ++k) {
-      int want = node.inputLayout(choice[n], k);
-      if (sourceLayout(problem, choice, n, k) == want)
+      int want = node.inputLayout(choice[n], k), have = sourceLayout(problem, choice, n, k);
+      // (An input ZeRO's view leaves unpaid arrives as it is wanted.)
+      if (have == want || node.inputScale(choice[n], k) == 0)
         continue;
       Value value = op->getOperand(k);
       auto [it, isNew] = reshards.try_emplace(
-          {value.getAsOpaquePointer(), want, problem.gatheredPerUse(value) ? s : 0}, s, s);
+          {value.getAsOpaquePointer(), want, problem.gatheredAtEachUse(value, have) ? s : 0}, s,
+          s);
       it->second.second = s;
     }
   }

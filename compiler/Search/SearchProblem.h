@@ -60,7 +60,8 @@ struct Node {
   static constexpr char kPerCopy = 0, kOnce = 1, kOnceUnlessGathered = 2;
   /// What the solvers cost: `base`, or with a ZeRO stage what --sbp-zero
   /// will make of it (SearchProblem::setZero). The signatures are the
-  /// same; the layouts and compute times are ZeRO's.
+  /// same; the layouts, compute times and input scales are ZeRO's (the
+  /// per-axis ids, by which solvers group choices, stay the base's).
   const Candidates *candidates = nullptr;
   const Candidates *base = nullptr;
   /// What the node reads and defines (a free argument defines itself).
@@ -131,7 +132,8 @@ public:
   int layoutId(const sbprt::NdSbp &layout);
   /// α-β seconds to change input `k` of node `n` (and of its copies) from
   /// layout `from` to the one its choice `c` takes (memoized): per copy,
-  /// or once where every copy reads the same value.
+  /// or once where every copy reads the same value (unless ZeRO-3 gathers
+  /// it at each use), times the choice's input scale (ZeRO's view).
   double inputSeconds(size_t n, size_t k, size_t c, int from);
   /// Bytes of `value` per rank under layout `id`.
   double localBytes(mlir::Value value, int id);
@@ -170,8 +172,11 @@ public:
   std::vector<size_t> dataParallelAxes(const std::vector<size_t> &choice);
   /// The layout id a fixed argument is costed at (ZeRO's, with setZero).
   int fixedLayoutId(mlir::Value arg) const { return fixedView_.lookup(arg); }
-  /// Whether ZeRO-3 stores `value` split and gathers it before each use.
-  bool gatheredPerUse(mlir::Value value) const { return gatheredPerUse_.contains(value); }
+  /// Whether ZeRO-3 gathers `value`, a parameter stored as `layout`, before
+  /// each use: where that splits a data-parallel axis.
+  bool gatheredAtEachUse(mlir::Value value, int layout) {
+    return gatheredPerUse_.contains(value) && splitOnZeroAxes(layout);
+  }
 
   /// The ops in program order (tied copies too), each with its node.
   const std::vector<std::pair<size_t, mlir::Operation *>> &steps() const { return steps_; }

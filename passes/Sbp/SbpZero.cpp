@@ -94,14 +94,8 @@ bool followOperand(Operation *op, const NdSbp &operandLayout, size_t axis,
 /// live across the micro-batches, which is what stage 2 is to save. Stops
 /// at an add read by anything but the next add or `update`, or without
 /// such a signature.
-void accumulateSplit(Operation *update, Value grad, const NdSbp &layout,
-                     SignatureCache &signatures) {
-  Operation *next = update;
-  for (Operation *add = grad.getDefiningOp();
-       add && add->hasAttr(graph::GraphDialect::kAccumulateAttr) && add->getNumOperands() == 2;
-       next = add, add = add->getOperand(0).getDefiningOp()) {
-    if (!llvm::all_of(add->getUsers(), [&](Operation *user) { return user == next; }))
-      return;
+void accumulateSplit(Operation *update, const NdSbp &layout, SignatureCache &signatures) {
+  for (Operation *add : accumulatingAdds(update)) {
     if (llvm::none_of(signatures.of(add), [&](const NdSignature &sig) {
           return sig.operands[0] == layout && sig.operands[1] == layout &&
                  sig.results[0] == layout;
@@ -213,7 +207,7 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
       return llvm::any_of(dpAxes, [&](size_t axis) { return l[axis].isSplit(); });
     };
     if (stage >= 2 && splitOnDp(layout))
-      accumulateSplit(op, grad, layout, signatures);
+      accumulateSplit(op, layout, signatures);
     if (stage >= 3)
       if (auto arg = dyn_cast<BlockArgument>(param)) {
         std::optional<NdSbp> storedNow = layoutOf(arg);

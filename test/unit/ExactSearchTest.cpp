@@ -448,7 +448,15 @@ TEST_F(ExactSearchTest, ZeroViewsCostTheSamePlans) {
     EXPECT_FALSE(problem->uses(n, stored).empty());
     for (auto [m, k] : problem->uses(n, stored))
       EXPECT_EQ(problem->nodes()[m].inputs[k], node.inputs[0]);
-    EXPECT_TRUE(problem->gatheredPerUse(node.inputs[0]));
+    // Gathered before each use where a choice stores it split.
+    bool anySplit = false;
+    for (size_t c = 0; c < node.numChoices(); ++c) {
+      int id = node.outputLayout(c, stored);
+      bool split = problem->layout(id)[0].isSplit();
+      anySplit |= split;
+      EXPECT_EQ(problem->gatheredAtEachUse(node.inputs[0], id), split);
+    }
+    EXPECT_TRUE(anySplit);
   }
   EXPECT_EQ(updates, 4u); // two weights, two biases
   std::optional<search::Solution> zero3 =
