@@ -111,13 +111,26 @@ private:
     search::AutoOptions options;
     options.checkMemory = memoryCheck;
     options.starts = takeStarts(*problem);
-    // ZeRO works on the axes the plan splits the batch on: solve with those
-    // of the fixed inputs and the first start, and again from the plan
-    // found while it splits the batch elsewhere (three solves at most; a
-    // plan still off is costed as ZeRO will make it).
-    std::vector<size_t> axes = problem->dataParallelAxes(
-        options.starts.empty() ? std::vector<size_t>(problem->nodes().size(), 0)
-                               : options.starts.front().second);
+    // ZeRO works on the axes the plan splits the batch on. Guesses: those
+    // of each start, the cheapest without ZeRO first (and of the fixed
+    // inputs alone without starts). The search solves with a guess, and
+    // again from its plan while the plan splits the batch elsewhere (three
+    // solves at most; a plan still off is costed as ZeRO will make it); a
+    // guess under which no plan fits the memory gives way to the next.
+    std::vector<std::pair<double, std::vector<size_t>>> byCost;
+    for (const auto &[name, plan] : options.starts)
+      byCost.push_back({search::evaluate(*problem, plan), problem->dataParallelAxes(plan)});
+    std::stable_sort(byCost.begin(), byCost.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    std::vector<std::vector<size_t>> guesses;
+    for (auto &[seconds, axes] : byCost)
+      if (llvm::find(guesses, axes) == guesses.end())
+        guesses.push_back(std::move(axes));
+    if (guesses.empty())
+      guesses.push_back(
+          problem->dataParallelAxes(std::vector<size_t>(problem->nodes().size(), 0)));
+    size_t nextGuess = 1;
+    std::vector<size_t> axes = guesses.front();
     for (int round = 0;; ++round) {
       problem->setZero(static_cast<int>(zero), axes);
       if (algorithm == "exact")
@@ -126,6 +139,11 @@ private:
         solution = search::solveDRec(*problem);
       else
         solution = search::solveAuto(*problem, error, options);
+      if (!solution && zero > 0 && nextGuess < guesses.size()) {
+        axes = guesses[nextGuess++];
+        round = -1;
+        continue;
+      }
       if (!solution)
         return fn.emitError() << error;
       std::vector<size_t> found = problem->dataParallelAxes(solution->choice);
