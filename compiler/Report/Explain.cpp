@@ -180,6 +180,27 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
       os << "  " << program << ": " << (line.empty() ? "none" : line) << "\n";
     }
   }
+  // What --sbp-zero did (report.zero), and a word where it could do nothing.
+  if (report.contains("zero") && report["zero"].is_object()) {
+    const json &zero = report["zero"];
+    auto stage = static_cast<int64_t>(num(zero.value("stage", json(0))));
+    std::string axes;
+    for (const json &a : zero.value("axes", json::array()))
+      axes += (axes.empty() ? "" : ", ") + str(a);
+    os << "\nZeRO stage " << stage;
+    if (stage > 0 && axes.empty())
+      os << ": nothing sharded, as the plan splits no input's batch on any mesh axis (no "
+            "data-parallel axis)\n";
+    else
+      os << (axes.empty() ? "" : " on " + axes) << ": "
+         << static_cast<int64_t>(num(zero.value("sharded_updates", json(0)))) << " of "
+         << static_cast<int64_t>(num(zero.value("updates", json(0))))
+         << " optimizer updates split on a data-parallel axis; per rank, parameters "
+         << bytesText(num(zero.value("param_bytes_per_rank", json(0)))) << ", gradients "
+         << bytesText(num(zero.value("gradient_bytes_per_rank", json(0))))
+         << ", optimizer states "
+         << bytesText(num(zero.value("optimizer_state_bytes_per_rank", json(0)))) << "\n";
+  }
   const json &totals = report["totals"];
   os << "\nTotals per rank and step: communication "
      << bytesText(num(totals["comm_bytes_per_rank"])) << ", estimated time "
