@@ -309,11 +309,6 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
   return problem;
 }
 
-std::optional<sbprt::NdSbp> SearchProblem::fixedLayout(Value arg) const {
-  auto it = fixed_.find(arg);
-  return it == fixed_.end() ? std::nullopt : std::optional<sbprt::NdSbp>(layouts_[it->second]);
-}
-
 int SearchProblem::zeroOf(int id, Value value) {
   auto [it, isNew] = zeroIds_.try_emplace({value.getType().getAsOpaquePointer(), id}, id);
   if (!isNew)
@@ -649,8 +644,8 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
   const graph::FusedAttention *attention = problem.sizes().attention();
   double arguments = 0;
   for (BlockArgument arg : problem.function().getArguments())
-    if (problem.fixedLayout(arg))
-      arguments += problem.localBytes(arg, problem.fixedLayoutId(arg));
+    if (std::optional<int> fixed = problem.fixedLayoutId(arg))
+      arguments += problem.localBytes(arg, *fixed);
   for (auto [n, node] : llvm::enumerate(problem.nodes()))
     if (!node.op)
       arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));

@@ -120,8 +120,6 @@ public:
   const Cluster &cluster() const { return *cluster_; }
   mlir::func::FuncOp function() const { return fn_; }
 
-  /// The fixed layout of an argument, if it has one.
-  std::optional<sbprt::NdSbp> fixedLayout(mlir::Value arg) const;
   /// Where input `k` of node `n` comes from.
   const Source &source(size_t n, size_t k) const { return sources_[n][k]; }
   /// The (node, input) pairs that read output `r` of node `n`.
@@ -170,8 +168,12 @@ public:
   /// The data-parallel axes of a plan (sbp::dataParallelAxes): where it
   /// splits some input's batch.
   std::vector<size_t> dataParallelAxes(const std::vector<size_t> &choice);
-  /// The layout id a fixed argument is costed at (ZeRO's, with setZero).
-  int fixedLayoutId(mlir::Value arg) const { return fixedView_.lookup(arg); }
+  /// The layout id a fixed argument (one with an `sbp.layout`) is costed
+  /// at: its own, or ZeRO's with setZero; nullopt for any other value.
+  std::optional<int> fixedLayoutId(mlir::Value arg) const {
+    auto it = fixedView_.find(arg);
+    return it == fixedView_.end() ? std::nullopt : std::optional<int>(it->second);
+  }
   /// Whether ZeRO-3 gathers `value`, a parameter stored as `layout`, before
   /// each use: where that splits a data-parallel axis.
   bool gatheredAtEachUse(mlir::Value value, int layout) {
