@@ -2,6 +2,7 @@
 // of propagation, with what the search did recorded on the IR for the
 // report.
 #include "compiler/Search/SearchProblem.h"
+#include "compiler/Support/Diagnostics.h"
 #include "passes/Sbp/Passes.h"
 
 #include <chrono>
@@ -115,8 +116,9 @@ private:
     // of each start, the cheapest without ZeRO first (and of the fixed
     // inputs alone without starts). The search solves with a guess, and
     // again from its plan while the plan splits the batch elsewhere (three
-    // solves at most; a plan still off is costed as ZeRO will make it); a
-    // guess under which no plan fits the memory gives way to the next.
+    // solves at most; a plan still off is costed and checked against the
+    // memory as ZeRO will make it); a guess under which no plan fits the
+    // memory gives way to the next.
     std::vector<std::pair<double, std::vector<size_t>>> byCost;
     for (const auto &[name, plan] : options.starts)
       byCost.push_back({search::evaluate(*problem, plan), problem->dataParallelAxes(plan)});
@@ -151,8 +153,22 @@ private:
         break;
       axes = std::move(found);
       if (round == 2) {
+        // Costed (and, memory-aware, checked) as ZeRO will make it: on the
+        // axes the plan splits the batch on, not those it was solved for.
         problem->setZero(static_cast<int>(zero), axes);
         solution->seconds = search::evaluate(*problem, solution->choice);
+        double bytes = search::planMemory(*problem, solution->choice);
+        double limit = problem->cluster().memoryBytes;
+        if (algorithm == "auto" && memoryCheck && bytes > limit) {
+          if (nextGuess < guesses.size()) {
+            axes = guesses[nextGuess++];
+            round = -1;
+            continue;
+          }
+          return fn.emitError() << "no plan found fits device memory: the last plan needs "
+                                << bytesText(bytes) << " per rank under ZeRO on the axes it "
+                                << "splits the batch on, over the device's " << bytesText(limit);
+        }
         break;
       }
       options.starts.push_back({solution->start, solution->choice});
