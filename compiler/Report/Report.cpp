@@ -380,14 +380,16 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       } else {
         continue;
       }
-      // Results become live; values whose last use this is die after it.
+      // Results become live; values whose last use this is die after it
+      // (the step's results are stored as soon as they are computed, so
+      // returning one does not keep it).
       for (Value result : op.getResults()) {
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
         double bytes =
             layout ? static_cast<double>(localBytes(mesh, *layout, result, sizes.of(result))) : 0;
         Operation *last = nullptr;
         for (Operation *user : result.getUsers())
-          if (!last || last->isBeforeInBlock(user))
+          if (!isa<func::ReturnOp>(user) && (!last || last->isBeforeInBlock(user)))
             last = user;
         unfused.add(bytes, last ? last : &op);
         // A fused backward reads its forward's output and log-sum-exp again.

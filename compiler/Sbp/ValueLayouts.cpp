@@ -306,6 +306,13 @@ std::optional<SmallVector<unsigned>> updateStateOperands(Operation *op) {
   return std::nullopt;
 }
 
+std::optional<SmallVector<unsigned>> updateReplacedOperands(Operation *op) {
+  std::optional<SmallVector<unsigned>> states = updateStateOperands(op);
+  if (states)
+    states->insert(states->begin(), 0);
+  return states;
+}
+
 std::string describeLocation(Location loc) {
   std::string text = formatLocation(loc, /*fileNameOnly=*/true);
   return text.empty() ? "an unknown location" : text;

@@ -77,6 +77,10 @@ private:
 /// operand numbers of its states (result i + 1 is the new state of the
 /// i-th); operand 0 is the parameter, 1 its gradient. nullopt for other ops.
 std::optional<llvm::SmallVector<unsigned>> updateStateOperands(mlir::Operation *op);
+/// For an optimizer update: per result, the operand it replaces (the new
+/// parameter the parameter, each new state its state). nullopt for other
+/// ops.
+std::optional<llvm::SmallVector<unsigned>> updateReplacedOperands(mlir::Operation *op);
 /// The adds (graph.accumulate) that sum the micro-batches' gradients an
 /// optimizer update reads, from the last to the first: operand 0 the
 /// running sum, operand 1 a micro-batch's gradient; as far as each is read

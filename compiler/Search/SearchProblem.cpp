@@ -181,17 +181,20 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
   // Op nodes in program order.
   llvm::DenseMap<Value, std::pair<int, int>> producer;
   llvm::DenseMap<Operation *, size_t> &nodeOf = problem.nodeOf_;
-  constexpr size_t kReturned = std::numeric_limits<size_t>::max();
   for (Operation &op : fn.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
+      // Results are stored as soon as they are computed (--sbp-spmdize):
+      // one the step returns lives until its last other use.
       for (Value v : op.getOperands())
-        problem.lastUse_[v] = kReturned;
+        if (!problem.lastUse_.count(v)) {
+          Operation *def = v.getDefiningOp();
+          problem.lastUse_[v] = def ? problem.stepOf_.lookup(def) : 0;
+        }
       continue;
     }
     // Where in program order the op's operands are last read.
     for (Value operand : op.getOperands())
-      if (problem.lastUse_.lookup(operand) != kReturned)
-        problem.lastUse_[operand] = problem.steps_.size();
+      problem.lastUse_[operand] = problem.steps_.size();
     problem.stepOf_[&op] = problem.steps_.size();
     if (Operation *original = ties.lookup(&op)) {
       // A later micro-batch's copy: its original's node stands for it.
@@ -216,13 +219,11 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
     for (OpOperand &use : op.getOpOperands())
       node.inputElementBytes.push_back(problem.sizes_.ofUse(use));
     node.roundTrip.assign(op.getNumOperands(), 0);
-    if (std::optional<SmallVector<unsigned>> states = sbp::updateStateOperands(&op)) {
-      // The parameter and its states; the gradient is the step's own.
-      states->push_back(0);
-      for (unsigned k : *states)
+    // The parameter and its states; the gradient is the step's own.
+    if (std::optional<SmallVector<unsigned>> replaced = sbp::updateReplacedOperands(&op))
+      for (unsigned k : *replaced)
         if (isa<BlockArgument>(op.getOperand(k)))
           node.roundTrip[k] = 1;
-    }
     node.outputs.assign(op.result_begin(), op.result_end());
     nodeOf[&op] = problem.nodes_.size();
     problem.steps_.push_back({problem.nodes_.size(), &op});
@@ -230,9 +231,6 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
       producer[result] = {static_cast<int>(problem.nodes_.size()), static_cast<int>(r)};
     problem.nodes_.push_back(std::move(node));
   }
-  for (auto &entry : problem.lastUse_)
-    if (entry.second == kReturned)
-      entry.second = problem.steps_.size();
   // What every copy reads as it is (a parameter): --sbp-insert-boxing
   // changes its layout once for all of them.
   for (Node &node : problem.nodes_)
@@ -669,6 +667,14 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     // reduce-scatters each as it is made, its slice counted with it.)
     for (size_t k = 0; k < op->getNumOperands(); ++k) {
       int want = node.inputLayout(choice[n], k), have = sourceLayout(problem, choice, n, k);
+      // The new parameter or state an update makes goes back to the
+      // layout its argument is stored in as soon as it is made (and is
+      // stored): that copy lives beside the update's results.
+      if (node.roundTrip[k] && have != want) {
+        double bytes = problem.localBytes(op->getOperand(k), have);
+        reshardedAt[s] += bytes;
+        freedAfter[s] += bytes;
+      }
       // (An input ZeRO's view leaves unpaid arrives as it is wanted.)
       if (have == want || node.inputScale(choice[n], k) == 0)
         continue;

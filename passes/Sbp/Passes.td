@@ -106,7 +106,11 @@ def SbpInsertBoxing : Pass<"sbp-insert-boxing", "mlir::ModuleOp"> {
     cheapest plan's collectives, mesh axes and bytes per rank, and the
     reason: the consumer, its location and the operand. `sbp.constraint`
     ops become boxings where their operand is laid out otherwise, and
-    disappear where it already is.
+    disappear where it already is. A training step's new parameters and
+    optimizer states (an optimizer update's results) go back to the layouts
+    their arguments are stored in, as soon as they are made: where ZeRO-1
+    or 2 split an update, the new parameter is all-gathered
+    (`reason = "the next step reads 'NAME' as stored, [B]"`).
 
     In a module marked `sbp.precision = "bf16"` (`sbpc compile --precision
     bf16`), a boxing whose consumer will read the value in bf16 (the rule of

@@ -81,7 +81,7 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
   // another.
   std::map<std::tuple<void *, std::string, Operation *, size_t>, Value> boxed;
   auto box = [&](OpOperand &use, const sbprt::NdSbp &have, const sbprt::NdSbp &want,
-                 const std::string &reason) {
+                 const std::string &reason, bool atDefinition = false) {
     Operation *before = use.getOwner();
     Value value = use.get();
     size_t elementBytes = sizes.ofUse(use);
@@ -94,18 +94,50 @@ LogicalResult SbpInsertBoxingPass::insertBoxings(func::FuncOp fn, LayoutContext 
       return found->second;
     // A change that shrinks what a rank holds (a reduce-scatter, a slice)
     // happens as soon as the value is computed, so that the larger form
-    // dies at once; one that grows it (a gather), just before its use.
+    // dies at once; one that grows it (a gather), just before its use;
+    // one for a result, which is stored as soon as it is computed, then.
     Operation *at = before;
     if (Operation *def = value.getDefiningOp();
         def && !isa<ConstraintOp>(def) &&
-        localBytes(context.mesh, want, value) < localBytes(context.mesh, have, value))
+        (atDefinition ||
+         localBytes(context.mesh, want, value) < localBytes(context.mesh, have, value)))
       at = def->getNextNode();
     return boxed
         .emplace(key, createBoxings(b, at, before->getLoc(), value, have, want, elementBytes,
                                     context, reason))
         .first->second;
   };
+  // A training step's new parameters and optimizer states go back to the
+  // layouts their arguments are stored in, so that the next step reads them
+  // as this one did: where an update ran in another layout (ZeRO-1 and 2
+  // split it on the data-parallel axes), the step ends with that change
+  // back, the all-gather of the new parameters (the search prices it, as
+  // SearchProblem's round trips).
+  DenseMap<Value, BlockArgument> replaces;
+  for (Operation &op : fn.getBody().front())
+    if (std::optional<SmallVector<unsigned>> replaced = updateReplacedOperands(&op))
+      for (auto [r, k] : llvm::enumerate(*replaced))
+        if (auto arg = dyn_cast<BlockArgument>(op.getOperand(k)))
+          replaces[op.getResult(r)] = arg;
   for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
+    if (isa<func::ReturnOp>(op)) {
+      for (OpOperand &operand : op.getOpOperands()) {
+        auto arg = replaces.find(operand.get());
+        if (arg == replaces.end())
+          continue;
+        std::optional<sbprt::NdSbp> have = layoutOf(operand.get()), want = layoutOf(arg->second);
+        if (!have || !want || *have == want)
+          continue;
+        auto name = fn.getArgAttrOfType<StringAttr>(arg->second.getArgNumber(),
+                                                    graph::GraphDialect::kParamAttr);
+        operand.set(box(operand, *have, *want,
+                        "the next step reads " +
+                            (name ? "'" + name.str() + "'" : std::string("the new state")) +
+                            " as stored, " + sbprt::toString(*want),
+                        /*atDefinition=*/true));
+      }
+      continue;
+    }
     if (auto constraint = dyn_cast<ConstraintOp>(op)) {
       Value input = constraint.getInput();
       std::optional<sbprt::NdSbp> have = layoutOf(input);
