@@ -75,13 +75,13 @@ std::vector<std::string> runtimeWarnings(const std::string &log) {
 FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &dir) {
   std::string path = joinPath(dir, "program.json");
   std::ifstream file(path);
-  if (!file)
+  if (!file || llvm::sys::fs::is_directory(path))
     return reportError(dir + " is not a compiled program (no program.json; compile with "
                              "--target cpu or cuda)");
-  nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
   ProgramManifest manifest;
   // A hand-edited or foreign file is an error, not an exception.
   try {
+    nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
     if (json.is_discarded())
       throw std::runtime_error("not JSON");
     if (json.at("version") != 1)
@@ -112,6 +112,11 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
       if (!layout)
         throw std::runtime_error("output '" + name + "' has no layout");
       auto shape = output.at("shape").get<std::vector<int64_t>>();
+      bool isFloat = output.value("dtype", "float32").find("float") != std::string::npos;
+      if (std::string wrong = sbprt::checkLayout(manifest.mesh, *layout, shape, isFloat);
+          !wrong.empty())
+        throw std::runtime_error("output '" + name + "' of shape " + sbprt::shapeToString(shape) +
+                                 ": layout " + sbprt::toString(*layout) + ": " + wrong);
       auto stored = output.value("stored_shape", shape);
       if (sbprt::numElements(stored) != sbprt::numElements(shape))
         throw std::runtime_error("output '" + name + "' of shape " + sbprt::shapeToString(shape) +
