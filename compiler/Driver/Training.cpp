@@ -119,7 +119,7 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
   if (std::error_code ec = llvm::sys::fs::create_directories(work))
     return reportError(work + ": cannot create: " + ec.message());
   std::string statePath = joinPath(work, "state.safetensors"), stepDir = joinPath(work, "step");
-  sbprt::Tensor losses(sbprt::DType::F32, {command.steps});
+  std::vector<float> losses; // grows step by step: --steps may be huge
   for (int64_t step = 0; step < command.steps; ++step) {
     if (!writeState(statePath, state, error))
       return reportError(error);
@@ -138,16 +138,18 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
       if (!sbprt::io::readNpy(joinPath(stepDir, name + ".npy"), value, error))
         return reportError(error);
       if (name == "loss")
-        losses.as<float>()[step] = value.as<float>()[0];
+        losses.push_back(value.as<float>()[0]);
       else
         state[name] = std::move(value);
     }
     llvm::errs() << "sbpc: step " << step + 1 << "/" << command.steps << ": loss "
-                 << losses.as<float>()[step] << "\n";
+                 << losses.back() << "\n";
   }
   std::string lossPath = joinPath(command.outputDir, "losses.npy"),
               paramsPath = joinPath(command.outputDir, "params.safetensors");
-  if (!sbprt::io::writeNpy(lossPath, losses, error) || !writeState(paramsPath, state, error))
+  sbprt::Tensor lossTensor(sbprt::DType::F32, {static_cast<int64_t>(losses.size())});
+  std::copy(losses.begin(), losses.end(), lossTensor.as<float>());
+  if (!sbprt::io::writeNpy(lossPath, lossTensor, error) || !writeState(paramsPath, state, error))
     return reportError(error);
   // The ranks' measurements (bytes sent, arena peak) of the last step.
   std::string runPath = joinPath(command.outputDir, "run.json");
