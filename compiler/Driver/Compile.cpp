@@ -184,7 +184,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   CompileCommand command = given;
   if (failed(refuseOverwritingInputs("-o", command.outputDir,
                                      {"report.json", "sbp.mlir", "exec.mlir", "program.json",
-                                      "launch.sh", "build.sh", "build.log"},
+                                      "launch.sh", "build.sh", "build.log", "src/", "bin/"},
                                      {command.modelPath, command.cluster})))
     return failure();
   if (command.cluster.empty())

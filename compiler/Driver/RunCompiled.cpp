@@ -177,7 +177,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     return reportError("the program needs parameters: pass --params FILE.safetensors");
   if (needsParams && !llvm::sys::fs::exists(command.paramsPath))
     return reportError(command.paramsPath + ": no such file");
-  std::vector<std::string> written = {"run.json", "job.log"}, read = {command.paramsPath};
+  std::vector<std::string> written = {"run.json", "job.log", ".shards/"},
+                           read = {command.paramsPath};
   for (const ProgramManifest::Output &output : manifest->outputs)
     written.push_back(output.name + ".npy");
   for (const auto &[name, path] : inputs)

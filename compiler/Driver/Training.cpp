@@ -87,7 +87,8 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
   for (const std::string &spec : command.inputs)
     read.push_back(llvm::StringRef(spec).split('=').second.str());
   if (failed(refuseOverwritingInputs("--output-dir", command.outputDir,
-                                     {"losses.npy", "params.safetensors", "run.json"}, read)))
+                                     {"losses.npy", "params.safetensors", "run.json", ".train/"},
+                                     read)))
     return failure();
 
   // The state: every parameter from the file; optimizer states it lacks

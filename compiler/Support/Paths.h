@@ -41,16 +41,36 @@ inline bool samePath(const std::string &a, const std::string &b) {
   return first == second;
 }
 
+/// Whether `path` lies under the directory `dir` (symbolic links resolved
+/// where they exist, `.` and `..` otherwise).
+inline bool isWithin(const std::string &path, const std::string &dir) {
+  auto canonical = [](const std::string &p) {
+    llvm::SmallString<256> real;
+    if (llvm::sys::fs::real_path(p, real))
+      real = absolutePath(p);
+    llvm::sys::path::remove_dots(real, /*remove_dot_dot=*/true);
+    return real;
+  };
+  llvm::SmallString<256> inner = canonical(path), outer = canonical(dir);
+  return inner.size() > outer.size() && llvm::StringRef(inner).starts_with(outer) &&
+         llvm::sys::path::is_separator(inner[outer.size()]);
+}
+
 /// Fails, naming both, when writing `dir`/NAME for a NAME of `written`
 /// would replace a file the user gave (`inputs`: what was read, as given on
-/// the command line); `dirFlag` is the option that named `dir`.
+/// the command line); a NAME ending in '/' is a directory the command
+/// writes or removes whole, so no input may lie in it. `dirFlag` is the
+/// option that named `dir`.
 inline mlir::LogicalResult refuseOverwritingInputs(const std::string &dirFlag,
                                                    const std::string &dir,
                                                    llvm::ArrayRef<std::string> written,
                                                    llvm::ArrayRef<std::string> inputs) {
   for (const std::string &name : written)
     for (const std::string &input : inputs) {
-      if (!input.empty() && llvm::sys::fs::exists(input) && samePath(joinPath(dir, name), input))
+      if (input.empty() || !llvm::sys::fs::exists(input))
+        continue;
+      bool isDir = !name.empty() && name.back() == '/';
+      if (isDir ? isWithin(input, joinPath(dir, name)) : samePath(joinPath(dir, name), input))
         return reportError(dirFlag + " " + dir + " would replace " + input + " (with its " +
                            name + "): write to another directory");
     }
