@@ -2,6 +2,8 @@
 #include "runtime/Layout.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <sstream>
 
 namespace sbprt {
@@ -145,6 +147,23 @@ std::string checkMesh(const Mesh &mesh) {
   for (size_t i = 0; i < mesh.axes.size(); ++i) {
     if (mesh.axes[i].empty())
       return "axis names must be non-empty";
+    // Axis names reach generated programs, file names and reports.
+    const std::string &name = mesh.axes[i];
+    auto wordChar = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    if (!std::all_of(name.begin(), name.end(), wordChar)) {
+      std::string shown;
+      for (char c : name) {
+        unsigned char u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u >= 0x7f) {
+          char hex[4];
+          std::snprintf(hex, sizeof hex, "\\%02X", u);
+          shown += hex;
+        } else {
+          shown += c;
+        }
+      }
+      return "axis name '" + shown + "' must be letters, digits and '_'";
+    }
     for (size_t j = 0; j < i; ++j)
       if (mesh.axes[j] == mesh.axes[i])
         return "axis '" + mesh.axes[i] + "' is named twice";

@@ -33,6 +33,10 @@ bool isSearchStrategy(const std::string &strategy) {
 }
 
 std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error) {
+  // Quoted back on one line, whatever it holds.
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(text, os);
   sbprt::Mesh mesh;
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(text).split(parts, ',');
@@ -40,7 +44,7 @@ std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error
     auto [name, size] = part.trim().split('=');
     long long value = 0;
     if (name.empty() || size.empty() || size.trim().getAsInteger(10, value)) {
-      error = "--mesh '" + text + "' must be NAME=SIZE[,NAME=SIZE...], e.g. dp=2,tp=4";
+      error = "--mesh '" + shown + "' must be NAME=SIZE[,NAME=SIZE...], e.g. dp=2,tp=4";
       return std::nullopt;
     }
     mesh.axes.push_back(name.trim().str());
@@ -48,7 +52,7 @@ std::optional<sbprt::Mesh> parseMesh(const std::string &text, std::string &error
   }
   std::string problem = sbprt::checkMesh(mesh);
   if (!problem.empty()) {
-    error = "--mesh '" + text + "' " + problem;
+    error = "--mesh '" + shown + "' " + problem;
     return std::nullopt;
   }
   return mesh;

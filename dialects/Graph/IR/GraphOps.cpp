@@ -11,6 +11,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -61,6 +62,17 @@ static LogicalResult verifyNameAttr(Operation *op, NamedAttribute attr) {
   if (!name || name.getValue().empty())
     return op->emitOpError() << "'" << attr.getName().getValue()
                              << "' must be a non-empty string";
+  // Names become file names, safetensors keys and command-line NAME=FILE
+  // arguments: control characters (a NUL ends a file name early) have no
+  // place in them.
+  if (llvm::any_of(name.getValue(),
+                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    std::string escaped;
+    llvm::raw_string_ostream os(escaped);
+    llvm::printEscapedString(name.getValue(), os);
+    return op->emitOpError() << "'" << attr.getName().getValue() << "' \"" << escaped
+                             << "\" must not hold control characters";
+  }
   return success();
 }
 

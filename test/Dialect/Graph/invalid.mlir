@@ -535,6 +535,22 @@ func.func @escape(%w: tensor<2xf32>) -> (tensor<2xf32> {graph.output = "../x"}) 
 
 // -----
 
+// Tests that names hold no control characters (a NUL cut a file name short,
+// and two outputs wrote one file).
+// expected-error @+1 {{'func.func' op 'graph.output' "a\00b" must not hold control characters}}
+func.func @nul_name(%w: tensor<2xf32>) -> (tensor<2xf32> {graph.output = "a\00b"}) {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'graph.param' "w\0A" must not hold control characters}}
+func.func @newline_name(%w: tensor<2xf32> {graph.param = "w\0A"}) -> tensor<2xf32> {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
 // An op computes in one precision: f32 and bf16 operands do not mix.
 func.func @mixed_precision(%a: tensor<2x3xf32>, %b: tensor<3xbf16>) {
   // expected-error @+1 {{'graph.add' op float operands must have one element type, got 'f32' and 'bf16'}}

@@ -12,6 +12,13 @@ sbp.mesh @m axes ["dp", "dp"] shape [2, 2]
 
 // -----
 
+// Tests that axis names are words (they reach generated programs): a
+// newline is shown escaped, on the diagnostic's one line.
+// expected-error @+1 {{'sbp.mesh' op axis name 'd\0Ap' must be letters, digits and '_'}}
+sbp.mesh @m axes ["d\0Ap", "tp"] shape [2, 2]
+
+// -----
+
 // Tests that a mesh has at most four axes.
 // expected-error @+1 {{'sbp.mesh' op has 5 axes, more than the 4 sbpc lays out}}
 sbp.mesh @m axes ["a", "b", "c", "d", "e"] shape [1, 1, 1, 1, 1]
