@@ -83,9 +83,16 @@ LogicalResult differentiate(func::FuncOp fn, StringRef lossName, StringRef recom
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   std::optional<unsigned> lossIndex;
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (auto name = fn.getResultAttrOfType<StringAttr>(i, GraphDialect::kOutputAttr))
+    if (auto name = fn.getResultAttrOfType<StringAttr>(i, GraphDialect::kOutputAttr)) {
       if (name.getValue() == lossName)
         lossIndex = i;
+      // The gradients' names are the pass's: --graph-optimizer finds each
+      // parameter's by it.
+      if (name.getValue().starts_with("grad."))
+        return fn.emitOpError() << "already has an output named '" << name.getValue()
+                                << "': 'grad.' names are the gradients this pass adds "
+                                   "(differentiated twice, or rename the output)";
+    }
   if (!lossIndex)
     return fn.emitOpError() << "has no result named '" << lossName
                             << "' (graph.output) to differentiate";

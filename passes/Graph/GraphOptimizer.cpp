@@ -23,6 +23,20 @@ struct Settings {
 LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
   MLIRContext *ctx = fn.getContext();
   Builder attrs(ctx);
+  // The optimizer's states are named 'optimizer.*', as arguments and as
+  // outputs: a name of the user's there would be taken for one.
+  auto taken = [](StringAttr name) { return name && name.getValue().starts_with("optimizer."); };
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    for (StringRef kind : {GraphDialect::kParamAttr, GraphDialect::kInputAttr})
+      if (auto name = fn.getArgAttrOfType<StringAttr>(i, kind); taken(name))
+        return fn.emitOpError() << "already has an argument named '" << name.getValue()
+                                << "': 'optimizer.' names are the states this pass adds "
+                                   "(an optimizer added twice, or rename the argument)";
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (auto name = fn.getResultAttrOfType<StringAttr>(i, GraphDialect::kOutputAttr); taken(name))
+      return fn.emitOpError() << "already has an output named '" << name.getValue()
+                              << "': 'optimizer.' names are the states this pass adds "
+                                 "(an optimizer added twice, or rename the output)";
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   llvm::StringMap<BlockArgument> params;
   for (BlockArgument arg : fn.getArguments())

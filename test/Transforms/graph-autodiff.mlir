@@ -74,6 +74,14 @@ func.func @noloss(%a: tensor<2xf32> {graph.param = "a"}) -> (tensor<2xf32> {grap
 
 // -----
 
+// An output of the user's named like a gradient would be taken for one.
+// expected-error @+1 {{'func.func' op already has an output named 'grad.a': 'grad.' names are the gradients this pass adds (differentiated twice, or rename the output)}}
+func.func @grad_name(%a: tensor<f32> {graph.param = "a"}) -> (tensor<f32> {graph.output = "loss"}, tensor<f32> {graph.output = "grad.a"}) {
+  return %a, %a : tensor<f32>, tensor<f32>
+}
+
+// -----
+
 // expected-error @+1 {{'func.func' op result 'loss' is 'tensor<2xf32>'; the loss must be a scalar tensor<f32>}}
 func.func @vector(%a: tensor<2xf32> {graph.param = "a"}) -> (tensor<2xf32> {graph.output = "loss"}) {
   return %a : tensor<2xf32>

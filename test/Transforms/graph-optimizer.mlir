@@ -25,3 +25,13 @@ func.func @step(%w: tensor<2x3xf32> {graph.param = "w", graph.param_shape = arra
   %l = graph.reduce_sum %p dims [0, 1] : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// An argument of the user's named like an optimizer state would be taken
+// for one.
+// expected-error @+1 {{'func.func' op already has an argument named 'optimizer.step': 'optimizer.' names are the states this pass adds (an optimizer added twice, or rename the argument)}}
+func.func @state_name(%w: tensor<f32> {graph.param = "w"}, %s: tensor<f32> {graph.input = "optimizer.step"}) -> (tensor<f32> {graph.output = "loss"}) {
+  %0 = graph.mul %w, %s : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
