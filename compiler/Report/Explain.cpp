@@ -20,16 +20,21 @@ std::string secondsText(double s) {
 
 /// Checks that `object` has every field in `fields`; names the first missing.
 bool require(const json &object, std::initializer_list<const char *> fields,
-             const std::string &where, std::string &error) {
+             const std::string &where, std::string &error, bool numbers = false) {
   if (!object.is_object()) {
     error = where + " is not an object";
     return false;
   }
-  for (const char *field : fields)
+  for (const char *field : fields) {
     if (!object.contains(field)) {
       error = where + " has no '" + field + "'";
       return false;
     }
+    if (numbers && !object[field].is_number()) {
+      error = where + "." + field + " is " + object[field].dump() + ", not a number";
+      return false;
+    }
+  }
   return true;
 }
 
@@ -65,7 +70,8 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
                error) ||
       !require(report["totals"],
                {"comm_bytes_per_rank", "estimated_step_time_s", "peak_memory_bytes"}, "totals",
-               error) ||
+               error, /*numbers=*/true) ||
+      !require(report["mesh"], {}, "mesh", error) ||
       !report["ops"].is_array() || !report["boxings"].is_array()) {
     if (error.empty())
       error = "'ops' and 'boxings' must be arrays";
