@@ -97,10 +97,13 @@ public:
     auto fn = mb.create<func::FuncOp>(UnknownLoc::get(ctx), funcName,
                                       FunctionType::get(ctx, argTypes, resultTypes));
     fn.getBody().push_back(body);
-    for (auto [i, attrs] : llvm::enumerate(argAttrs))
-      fn.setArgAttrs(i, attrs);
-    for (auto [i, attrs] : llvm::enumerate(resultAttrs))
-      fn.setResultAttrs(i, attrs);
+    // All at once: one attribute per argument set one by one rebuilds the
+    // list each time (quadratic in time and in the context's memory).
+    SmallVector<DictionaryAttr> argDicts;
+    for (ArrayRef<NamedAttribute> attrs : argAttrs)
+      argDicts.push_back(DictionaryAttr::get(ctx, attrs));
+    fn.setAllArgAttrs(argDicts);
+    fn.setAllResultAttrs(resultAttrs);
     return {std::move(module), std::move(params)};
   }
 
