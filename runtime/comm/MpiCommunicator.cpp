@@ -172,7 +172,12 @@ public:
   }
 
   [[noreturn]] void abort(int code) override {
-    MPI_Abort(MPI_COMM_WORLD, code);
+    // Not MPI_Abort: when several ranks fail at once (a bad input every
+    // rank reads), their aborts race in mpirun, which now and then crashed
+    // on them (a segmentation fault in its show_help). A rank that exits
+    // without finalizing makes mpirun stop every other rank, as the
+    // watchdog's does.
+    std::fflush(stderr);
     std::_Exit(code);
   }
 
