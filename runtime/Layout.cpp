@@ -42,9 +42,9 @@ std::optional<NdSbp> parseLayout(const std::string &text) {
       layout.push_back(Sbp::partial(Sbp::Reduce::Sum));
     else if (entry == "P(max)")
       layout.push_back(Sbp::partial(Sbp::Reduce::Max));
-    else if (entry.size() > 3 && entry.compare(0, 2, "S(") == 0 && entry.back() == ')' &&
-             entry.find_first_not_of("0123456789", 2) == entry.size() - 1)
-      layout.push_back(Sbp::split(std::stoll(entry.substr(2, entry.size() - 3))));
+    else if (entry.size() > 3 && entry.size() < 12 && entry.compare(0, 2, "S(") == 0 &&
+             entry.back() == ')' && entry.find_first_not_of("0123456789", 2) == entry.size() - 1)
+      layout.push_back(Sbp::split(std::stoll(entry.substr(2, entry.size() - 3)))); // < 10^9
     else
       return std::nullopt;
   }

@@ -37,8 +37,9 @@ namespace {
 FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx,
                                                                  const std::string &flag) {
   auto [name, text] = llvm::StringRef(flag).split('=');
+  const std::string form = "--layout '" + flag + "' must be NAME=[SBP, ...], e.g. tokens=[S(0), B]";
   if (name.empty() || text.empty())
-    return reportError("--layout '" + flag + "' must be NAME=[SBP, ...], e.g. tokens=[S(0), B]");
+    return reportError(form);
   std::string problem;
   Attribute attr;
   {
@@ -50,8 +51,14 @@ FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx
     attr = parseAttribute(("#sbp.nd<" + text + ">").str(), &ctx);
   }
   auto layout = dyn_cast_or_null<sbp::NdSbpAttr>(attr);
+  // The dialect's own words on an entry; the generic parser's (an
+  // "expected '>'" from the text it was wrapped in) say less than the form.
+  llvm::StringRef said = problem;
   if (!layout)
-    return reportError("--layout '" + flag + "': " + (problem.empty() ? "not a layout" : problem));
+    return reportError(said.starts_with("unknown ") || said.starts_with("split dimension") ||
+                               said.starts_with("an nd-SBP")
+                           ? "--layout '" + flag + "': " + problem
+                           : form);
   return std::make_pair(name.str(), layout.toLayout());
 }
 

@@ -34,6 +34,11 @@ public:
                                  << "' (auto, drec or exact)";
       return signalPassFailure();
     }
+    if (zero < 0 || zero > 3) {
+      getOperation().emitError() << "--sbp-search: ZeRO stage must be 0, 1, 2 or 3, got "
+                                 << static_cast<int64_t>(zero);
+      return signalPassFailure();
+    }
     if (failed(forEachFunction(getOperation(), cluster,
                                [&](func::FuncOp fn, LayoutContext &context) {
                                  return search(fn, context);

@@ -15,6 +15,8 @@ sbp.mesh @m axes ["x"] shape [2]
 // CHECK: graph.relu %0 {sbp.operand_layouts = [#sbp.nd<[S(0)]>], sbp.result_layouts = [#sbp.nd<[S(0)]>]
 // DREC: sbp.search = {algorithm = "drec"
 // UNKNOWN: error: --sbp-search: unknown algorithm 'greedy' (auto, drec or exact)
+// RUN: not sbpc-opt %s --sbp-search=zero=7 2>&1 | FileCheck %s --check-prefix=STAGE
+// STAGE: error: --sbp-search: ZeRO stage must be 0, 1, 2 or 3, got 7
 func.func @f(%x: tensor<8x8xf32> {sbp.layout = #sbp.nd<[S(0)]>}, %w: tensor<8x4xf32>) -> tensor<8x4xf32> {
   %0 = graph.matmul %x, %w : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   %1 = graph.relu %0 : tensor<8x4xf32>

@@ -346,6 +346,20 @@ int main(int argc, char **argv) {
                               "  sbpc run DIR|model.mlir --params p.safetensors --input NAME=FILE.npy "
                               "--output-dir RES\n"
                               "  sbpc explain DIR/report.json\n");
+  // An option of one value given twice would silently keep the last.
+  for (cl::SubCommand *sub : {&genCommand, &runCommand, &compileCommand, &explainCommand})
+    if (*sub)
+      for (auto &entry : sub->OptionsMap) {
+        cl::Option *option = entry.getValue();
+        if (option->getNumOccurrences() > 1 &&
+            (option->getNumOccurrencesFlag() == cl::Optional ||
+             option->getNumOccurrencesFlag() == cl::Required) &&
+            !option->isPositional()) {
+          (void)sbpc::reportError("--" + option->ArgStr.str() + " given " +
+                            std::to_string(option->getNumOccurrences()) + " times; give it once");
+          return 1;
+        }
+      }
   DialectRegistry registry;
   sbpc::registerGraphSbpModels(registry);
   MLIRContext ctx(registry);
