@@ -196,8 +196,13 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   for (const auto &[name, path] : inputs)
     args.insert(args.end(), {"--input", name + "=" + path});
   args.insert(args.end(), {"--output-dir", absolutePath(command.outputDir)});
-  if (command.timeout > 0)
-    args.insert(args.end(), {"--timeout", std::to_string(command.timeout)});
+  if (command.timeout > 0) {
+    // Every digit: the ranks check the value sbpc checked (std::to_string
+    // made 1e-300 "0.000000", which they refused).
+    char timeout[32];
+    std::snprintf(timeout, sizeof timeout, "%.17g", command.timeout);
+    args.insert(args.end(), {"--timeout", timeout});
+  }
   if (command.memoryLimit)
     args.insert(args.end(), {"--memory-limit", std::to_string(command.memoryLimit)});
   if (command.repeat > 1)

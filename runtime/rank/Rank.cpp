@@ -405,9 +405,10 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
     auto file = inputs_.find(name);
     if (file == inputs_.end())
       fail("no file for " + what + ": pass --input " + std::string(name) + "=FILE.npy");
-    std::vector<int64_t> shape;
+    // {-1} until the file's header gives its shape ([] for a scalar).
+    std::vector<int64_t> shape = {-1};
     bool ok = io::readNpySlice(file->second, block.offsets, block.sizes, shard, shape, error);
-    if (!shape.empty() && shape != global)
+    if (shape != std::vector<int64_t>{-1} && shape != global)
       fail(file->second + ": " + what + " has shape " + shapeToString(shape) + ", expected " +
            shapeToString(global));
     check(ok, error);

@@ -59,6 +59,18 @@ static cl::opt<int64_t> genOutputs("outputs", cl::desc("mlp: output features (cl
 
 static mlir::LogicalResult runGenCommand(MLIRContext &ctx) {
   sbpc::GenCommand command;
+  // An option of the other model would be silently ignored.
+  auto refuse = [](std::initializer_list<cl::Option *> options) -> std::optional<std::string> {
+    for (cl::Option *option : options)
+      if (option->getNumOccurrences())
+        return "--" + option->ArgStr.str() + " does not apply to " + genModel + " (see sbpc gen --help)";
+    return std::nullopt;
+  };
+  if (std::optional<std::string> wrong =
+          genModel == "gpt"   ? refuse({&genInputs, &genOutputs})
+          : genModel == "mlp" ? refuse({&genHeads, &genSeq, &genVocab, &genPositions})
+                              : std::nullopt)
+    return sbpc::reportError(*wrong);
   if (genModel == "gpt") {
     sbpc::GptOptions o;
     o.layers = genLayers, o.hidden = genHidden, o.heads = genHeads, o.seq = genSeq;

@@ -105,6 +105,11 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op, unsigned reg
     return verifyNameAttr(op, attr);
   if (name != kParamShapeAttr)
     return op->emitOpError() << "unknown argument attribute '" << name << "'";
+  // Only a checkpoint's tensors have a stored shape of their own.
+  if (auto fn = dyn_cast<FunctionOpInterface>(op); fn && !fn.getArgAttr(argIndex, kParamAttr))
+    return op->emitOpError() << "argument #" << argIndex << " has '" << name
+                             << "' but is not a parameter (graph.param): only parameters have a "
+                                "stored shape";
   Region &region = op->getRegion(regionIndex);
   return verifyStoredShape(op, attr, "argument #" + std::to_string(argIndex),
                            region.empty() ? Type() : region.getArgument(argIndex).getType());

@@ -27,6 +27,9 @@ def Sbp_Dialect : Dialect {
     `(dp, tp)` mesh splits dimension 0 over `dp` and dimension 1 over `tp`.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // sbp.layout on an argument must be an nd-SBP: a seed of another kind
+  // was silently ignored.
+  let hasRegionArgAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

@@ -18,6 +18,15 @@ void SbpDialect::initialize() {
       >();
 }
 
+LogicalResult SbpDialect::verifyRegionArgAttribute(Operation *op, unsigned regionIndex,
+                                                   unsigned argIndex, NamedAttribute attr) {
+  if (attr.getName().getValue() == "sbp.layout" && !isa<NdSbpAttr>(attr.getValue()))
+    return op->emitOpError() << "argument #" << argIndex
+                             << " 'sbp.layout' must be an nd-SBP like #sbp.nd<[S(0), B]>, got "
+                             << attr.getValue();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MeshOp
 //===----------------------------------------------------------------------===//

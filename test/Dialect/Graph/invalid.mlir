@@ -567,3 +567,11 @@ func.func @bf16_constant() {
   %0 = graph.constant dense<1.0> : tensor<bf16>
   return
 }
+
+// -----
+
+// Tests that only parameters have a stored shape (a checkpoint's layout).
+// expected-error @+1 {{'func.func' op argument #0 has 'graph.param_shape' but is not a parameter (graph.param): only parameters have a stored shape}}
+func.func @input_stored_shape(%x: tensor<2x3xf32> {graph.input = "x", graph.param_shape = array<i64: 6>}) -> tensor<2x3xf32> {
+  return %x : tensor<2x3xf32>
+}

@@ -175,3 +175,11 @@ func.func @partial_indices(%t: tensor<8xi64>) {
   %0 = sbp.constraint %t mesh @m [P(max)] : tensor<8xi64>
   return
 }
+
+// -----
+
+// Tests that an argument's layout seed is an nd-SBP (a string was ignored).
+// expected-error @+1 {{'func.func' op argument #0 'sbp.layout' must be an nd-SBP like #sbp.nd<[S(0), B]>, got "S(0)"}}
+func.func @string_seed(%x: tensor<4xf32> {sbp.layout = "S(0)"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
