@@ -49,9 +49,9 @@ func.func @f(%i: i32 {sbp.layout = #sbp.nd<[B]>}) -> i32 {
 
 // -----
 
-// Tests that a seed is a layout.
+// Tests that a seed is a layout (the dialect's verifier says so first).
 sbp.mesh @m axes ["x"] shape [2]
-// expected-error @+1 {{argument #0: 'sbp.layout' must be an #sbp.nd layout}}
+// expected-error @+1 {{argument #0 'sbp.layout' must be an nd-SBP like #sbp.nd<[S(0), B]>, got "S(0)"}}
 func.func @f(%x: tensor<4xf32> {sbp.layout = "S(0)"}) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
