@@ -372,6 +372,16 @@ int main(int argc, char **argv) {
           return 1;
         }
       }
+  // A file, directory or choice given as '' would be read as "not given",
+  // or as a nameless path.
+  for (cl::opt<std::string> *option :
+       {&genOutput, &genParams, &runParams, &runOutputDir, &compileOutput, &compileCluster,
+        &compileMesh})
+    if (option->getNumOccurrences() && option->getValue().empty()) {
+      (void)sbpc::reportError((option->ArgStr.size() == 1 ? "-" : "--") + option->ArgStr.str() +
+                              " is empty");
+      return 1;
+    }
   DialectRegistry registry;
   sbpc::registerGraphSbpModels(registry);
   MLIRContext ctx(registry);
