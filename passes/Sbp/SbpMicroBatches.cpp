@@ -173,6 +173,11 @@ Value MicroBatcher::microBatchOf(Value input, int64_t i, Location loc) {
 }
 
 LogicalResult MicroBatcher::run() {
+  // The step is unrolled before it is laid out on a mesh of devices.
+  if (auto constraints = fn.getOps<ConstraintOp>(); !constraints.empty())
+    return (*constraints.begin()).emitOpError()
+           << "pins a layout before --sbp-micro-batches: unroll the micro-batches first, then "
+              "lay the step out";
   if (failed(layOut()))
     return failure();
   Block &body = fn.getBody().front();

@@ -54,3 +54,14 @@ func.func @transposed(%x: tensor<4x2xf32> {graph.input = "x"}) -> (tensor<2x4xf3
   %t = graph.transpose %x perm [1, 0] : (tensor<4x2xf32>) -> tensor<2x4xf32>
   return %t : tensor<2x4xf32>
 }
+
+// -----
+
+// A step already pinned to a mesh's layout is unrolled too late.
+sbp.mesh @m axes ["dp"] shape [2]
+func.func @pinned(%x: tensor<4x2xf32> {graph.input = "x"}) -> (tensor<4x2xf32> {graph.output = "y"}) {
+  // expected-error @+1 {{'sbp.constraint' op pins a layout before --sbp-micro-batches: unroll the micro-batches first, then lay the step out}}
+  %0 = sbp.constraint %x mesh @m [S(0)] : tensor<4x2xf32>
+  %y = graph.relu %0 : tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
