@@ -31,12 +31,15 @@ std::vector<Cluster> presets() {
   };
 }
 
-/// Reads a positive number field of `object`; sets `error` naming `path` otherwise.
+/// Reads a positive number field of `object` within [1e-30, 1e30], where
+/// every time and byte count the cost model makes of it stays finite; sets
+/// `error` naming `path` otherwise.
 bool readPositive(const nlohmann::json &object, const std::string &key, const std::string &where,
                   double &value, std::string &error) {
   auto it = object.find(key);
-  if (it == object.end() || !it->is_number() || !(it->get<double>() > 0)) {
-    error = where + ": '" + key + "' must be a positive number";
+  if (it == object.end() || !it->is_number() ||
+      !(it->get<double>() >= 1e-30 && it->get<double>() <= 1e30)) {
+    error = where + ": '" + key + "' must be a positive number in [1e-30, 1e30]";
     return false;
   }
   value = it->get<double>();
@@ -70,7 +73,7 @@ std::optional<Cluster> readClusterFile(const std::string &path, std::string &err
   text << in.rdbuf();
   nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
-    error = path + ": not a JSON object";
+    error = path + (root.is_discarded() ? ": not valid JSON" : ": not a JSON object");
     return std::nullopt;
   }
   Cluster c;

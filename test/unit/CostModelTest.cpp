@@ -76,7 +76,7 @@ TEST_F(CostModelTest, ReadsAClusterFile) {
 TEST_F(CostModelTest, RejectsBadClusterFiles) {
   const std::pair<const char *, const char *> cases[] = {
       {"[1, 2]", "not a JSON object"},
-      {"{", "not a JSON object"},
+      {"{", "not valid JSON"},
       {R"({"devices_per_node": 8})", "'device' must be an object"},
       {R"({"device": {"flops": -1, "memory_bytes": 1, "memory_bandwidth": 1}})",
        "device: 'flops' must be a positive number"},
@@ -95,6 +95,11 @@ TEST_F(CostModelTest, RejectsBadClusterFiles) {
       {R"({"device": {"flops": 1, "memory_bytes": 1, "memory_bandwidth": 1},
            "devices_per_node": 2, "intra_node": {"alpha": 1}})",
        "intra_node: 'beta' must be a positive number"},
+      // Rates that make the model's times infinite (a report of nulls).
+      {R"({"device": {"flops": 1e-308, "memory_bytes": 1, "memory_bandwidth": 1},
+           "devices_per_node": 2, "intra_node": {"alpha": 1, "beta": 1},
+           "inter_node": {"alpha": 1, "beta": 1}})",
+       "device: 'flops' must be a positive number in [1e-30, 1e30]"},
   };
   for (auto [json, words] : cases) {
     std::string error;
