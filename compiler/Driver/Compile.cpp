@@ -6,6 +6,7 @@
 #include "compiler/Report/Report.h"
 #include "compiler/Sbp/Strategies.h"
 #include "compiler/Sbp/ValueLayouts.h"
+#include "compiler/Support/ArgAttrs.h"
 #include "compiler/Support/Diagnostics.h"
 #include "compiler/Support/Paths.h"
 #include "compiler/Target/Target.h"
@@ -87,14 +88,16 @@ void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbpr
     auto fn = copy->lookupSymbol<func::FuncOp>(modelFn.getSymName());
     auto meshOp = *copy->getOps<sbp::MeshOp>().begin();
     bool seeded = true;
+    ArgAttrEdits copyAttrs(fn);
     for (const ModelArgument &given : model.arguments) {
       unsigned number = given.value.getArgNumber();
       auto seed = seeds->arguments.find(given.name);
-      if (seed == seeds->arguments.end() || fn.getArgAttr(number, sbp::kArgLayout))
+      if (seed == seeds->arguments.end() || copyAttrs.get(number, sbp::kArgLayout))
         continue; // the user's --layout seeds stay
       seeded &= sbp::checkValueLayout(mesh, seed->second, fn.getArgument(number)).empty();
-      fn.setArgAttr(number, sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
+      copyAttrs.set(number, sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
     }
+    copyAttrs.apply();
     if (!seeded)
       continue;
     if (seeds->residualStream)
@@ -133,12 +136,14 @@ void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbpr
                     withStart(op->getAttrOfType<DictionaryAttr>(sbp::kStarts), name,
                               ArrayAttr::get(ctx, {operands, results})));
     }
+    ArgAttrEdits marks(modelFn);
     for (BlockArgument arg : modelFn.getArguments())
       if (Attribute layout = fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))
-        modelFn.setArgAttr(
-            arg.getArgNumber(), sbp::kStarts,
-            withStart(modelFn.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), sbp::kStarts),
-                      name, layout));
+        marks.set(arg.getArgNumber(), sbp::kStarts,
+                  withStart(dyn_cast_or_null<DictionaryAttr>(
+                                marks.get(arg.getArgNumber(), sbp::kStarts)),
+                            name, layout));
+    marks.apply();
   }
 }
 
@@ -264,6 +269,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   SmallVector<StringRef> axisNames(mesh->axes.begin(), mesh->axes.end());
   auto meshOp = b.create<sbp::MeshOp>(module->getLoc(), "mesh", b.getStrArrayAttr(axisNames),
                                       b.getDenseI64ArrayAttr(mesh->shape));
+  ArgAttrEdits seedAttrs(model->func);
   for (const ModelArgument &arg : model->arguments) {
     auto seed = seeds->arguments.find(arg.name);
     if (seed == seeds->arguments.end())
@@ -280,9 +286,9 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
              << "input '" << arg.name << "' " << graph::formatShape(arg.type().getShape())
              << " laid out " << sbprt::toString(seed->second) << " on mesh " << command.mesh
              << " with --micro-batches " << command.microBatches << ": " << micro;
-    model->func.setArgAttr(arg.value.getArgNumber(), sbp::kArgLayout,
-                           sbp::NdSbpAttr::get(&ctx, seed->second));
+    seedAttrs.set(arg.value.getArgNumber(), sbp::kArgLayout, sbp::NdSbpAttr::get(&ctx, seed->second));
   }
+  seedAttrs.apply();
   if (seeds->residualStream)
     pinResidualStream(model->func, meshOp, *seeds->residualStream);
 

@@ -2,6 +2,8 @@
 // solutions.
 #include "compiler/Search/SearchProblem.h"
 
+#include "compiler/Support/ArgAttrs.h"
+
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/bit.h"
@@ -732,11 +734,12 @@ std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,
 void applySolution(SearchProblem &problem, const Solution &solution, sbp::MeshOp mesh) {
   func::FuncOp fn = problem.function();
   MLIRContext *ctx = fn.getContext();
+  ArgAttrEdits argAttrs(fn);
   for (auto [node, choice] : llvm::zip(problem.nodes(), solution.choice)) {
     const NdSignature &sig = node.choice(choice);
     if (!node.op)
-      fn.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), sbp::kArgLayout,
-                    sbp::NdSbpAttr::get(ctx, sig.results[0]));
+      argAttrs.set(cast<BlockArgument>(node.argument).getArgNumber(), sbp::kArgLayout,
+                   sbp::NdSbpAttr::get(ctx, sig.results[0]));
     else if (!isa<sbp::ConstraintOp>(node.op)) {
       ArrayAttr operands = sbp::layoutsAttr(ctx, sig.operands);
       ArrayAttr results = sbp::layoutsAttr(ctx, sig.results);
@@ -746,8 +749,9 @@ void applySolution(SearchProblem &problem, const Solution &solution, sbp::MeshOp
   }
   sbprt::NdSbp broadcast(mesh.getRank(), sbprt::Sbp::broadcast());
   for (BlockArgument arg : fn.getArguments())
-    if (!fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))
-      fn.setArgAttr(arg.getArgNumber(), sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, broadcast));
+    if (!argAttrs.get(arg.getArgNumber(), sbp::kArgLayout))
+      argAttrs.set(arg.getArgNumber(), sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, broadcast));
+  argAttrs.apply();
   fn->setAttr(sbp::kFuncMesh, FlatSymbolRefAttr::get(mesh.getSymNameAttr()));
 }
 

@@ -159,19 +159,24 @@ LogicalResult differentiate(func::FuncOp fn, StringRef lossName, StringRef recom
     results.push_back(grad);
     types.push_back(grad.getType());
   }
-  unsigned first = fn.getNumResults();
+  // The results' attributes all at once (one at a time rebuilds the list
+  // each time: quadratic in the parameters).
+  SmallVector<DictionaryAttr> resultAttrs;
+  fn.getAllResultAttrs(resultAttrs);
   ret->setOperands(results);
   fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
-  for (auto [i, param] : llvm::enumerate(params)) {
+  for (BlockArgument param : params) {
     auto name = fn.getArgAttrOfType<StringAttr>(param.getArgNumber(), GraphDialect::kParamAttr);
-    fn.setResultAttr(first + i, GraphDialect::kOutputAttr,
-                     b.getStringAttr("grad." + name.getValue()));
+    SmallVector<NamedAttribute> named = {
+        b.getNamedAttr(GraphDialect::kOutputAttr, b.getStringAttr("grad." + name.getValue()))};
     // A parameter stored in another shape (GPT-2's fused c_attn weight) gets
     // its gradient written in that shape, as the checkpoint holds it.
     if (auto stored = fn.getArgAttrOfType<DenseI64ArrayAttr>(param.getArgNumber(),
                                                              GraphDialect::kParamShapeAttr))
-      fn.setResultAttr(first + i, GraphDialect::kParamShapeAttr, stored);
+      named.push_back(b.getNamedAttr(GraphDialect::kParamShapeAttr, stored));
+    resultAttrs.push_back(b.getDictionaryAttr(named));
   }
+  fn.setAllResultAttrs(resultAttrs);
   if (recomputeMode != "none")
     addRecomputation(fn, forward, recomputeMode == "selective");
   // Gradients nobody needs (of inputs, of unused branches) go.

@@ -63,15 +63,19 @@ LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
     return fn.emitOpError() << "has no grad.* outputs; run --graph-autodiff first";
 
   // State arguments: typed as their parameter, and stored as it is, so
-  // that layouts (and strategies' seeds) apply to them alike.
+  // that layouts (and strategies' seeds) apply to them alike. Added to the
+  // block here and to the function's type and attributes once at the end
+  // (one at a time rebuilds the list each time: quadratic in the states).
+  Block &entry = fn.getBody().front();
+  SmallVector<DictionaryAttr> argAttrs;
+  fn.getAllArgAttrs(argAttrs);
   auto addParam = [&](Type type, const std::string &name, DenseI64ArrayAttr stored) {
-    unsigned index = fn.getNumArguments();
-    SmallVector<NamedAttribute> argAttrs = {
+    SmallVector<NamedAttribute> named = {
         attrs.getNamedAttr(GraphDialect::kParamAttr, attrs.getStringAttr(name))};
     if (stored)
-      argAttrs.push_back(attrs.getNamedAttr(GraphDialect::kParamShapeAttr, stored));
-    (void)fn.insertArgument(index, type, attrs.getDictionaryAttr(argAttrs), fn.getLoc());
-    return fn.getArgument(index);
+      named.push_back(attrs.getNamedAttr(GraphDialect::kParamShapeAttr, stored));
+    argAttrs.push_back(attrs.getDictionaryAttr(named));
+    return entry.addArgument(type, fn.getLoc());
   };
   OpBuilder b(ret);
   Location loc = ret.getLoc();
@@ -133,7 +137,8 @@ LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
   for (auto [value, name, stored] : next)
     output(value, attrs.getStringAttr(name), stored);
   ret->setOperands(results);
-  fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
+  fn.setType(FunctionType::get(ctx, entry.getArgumentTypes(), types));
+  fn.setAllArgAttrs(argAttrs);
   fn.setAllResultAttrs(resultAttrs);
   return success();
 }

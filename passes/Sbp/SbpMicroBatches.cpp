@@ -17,6 +17,7 @@
 // is accumulated as soon as it is ready: only one micro-batch's
 // activations are live at a time.
 #include "compiler/Sbp/ValueLayouts.h"
+#include "compiler/Support/ArgAttrs.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Sbp/Passes.h"
 
@@ -87,6 +88,7 @@ LogicalResult MicroBatcher::layOut() {
   cb.create<MeshOp>(fn.getLoc(), kMeshName, cb.getStrArrayAttr({"micro_batch"}),
                                   cb.getDenseI64ArrayAttr({count}));
   auto clone = cast<func::FuncOp>(cb.clone(*fn));
+  ArgAttrEdits cloneAttrs(clone);
   for (BlockArgument arg : clone.getArguments()) {
     bool input = clone.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr) != nullptr;
     NdSbp layout = {input ? Sbp::split(0) : Sbp::broadcast()};
@@ -105,8 +107,9 @@ LogicalResult MicroBatcher::layOut() {
                << " but another input has " << batch << "; micro-batches need one batch size";
       batch = type.getDimSize(0);
     }
-    clone.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+    cloneAttrs.set(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
   }
+  cloneAttrs.apply();
   if (!batch)
     return fn.emitOpError() << "has no graph.input to split into micro-batches";
   PassManager pm(ctx);

@@ -8,6 +8,7 @@
 // their first consumer wants at no cost. One pass over the ops; per op,
 // every nd signature (a few dozen) with memoized boxing plans.
 #include "compiler/Sbp/Signatures.h"
+#include "compiler/Support/ArgAttrs.h"
 #include "runtime/Tensor.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "passes/Sbp/Passes.h"
@@ -207,12 +208,14 @@ LogicalResult SbpPropagatePass::propagate(func::FuncOp fn, LayoutContext &contex
   }
 
   MLIRContext *ctx = fn.getContext();
+  ArgAttrEdits argAttrs(fn);
   for (BlockArgument arg : fn.getArguments()) {
     auto it = layouts.find(arg);
     sbprt::NdSbp layout = it != layouts.end() ? it->second
                                               : sbprt::NdSbp(mesh.shape.size(), sbprt::Sbp::broadcast());
-    fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+    argAttrs.set(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
   }
+  argAttrs.apply();
   fn->setAttr(kFuncMesh, FlatSymbolRefAttr::get(meshOp.getSymNameAttr()));
   return success();
 }

@@ -2,6 +2,7 @@
 // of propagation, with what the search did recorded on the IR for the
 // report.
 #include "compiler/Search/SearchProblem.h"
+#include "compiler/Support/ArgAttrs.h"
 #include "compiler/Support/Diagnostics.h"
 #include "passes/Sbp/Passes.h"
 
@@ -100,8 +101,9 @@ private:
         starts.push_back({name, std::move(plan)});
     }
     fn.walk([](Operation *op) { op->removeAttr(kStarts); });
+    ArgAttrEdits argAttrs(fn);
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      fn.removeArgAttr(i, kStarts);
+      argAttrs.set(i, kStarts, nullptr);
     return starts;
   }
 

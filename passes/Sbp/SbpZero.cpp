@@ -23,6 +23,7 @@
 // leaves a searched plan's updates as the search chose them.
 // --sbp-insert-boxing then makes all of it collectives.
 #include "compiler/Sbp/ValueLayouts.h"
+#include "compiler/Support/ArgAttrs.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Sbp/Passes.h"
 
@@ -127,6 +128,8 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
   for (Operation &op : fn.getBody().front())
     if (std::optional<Update> update = asUpdate(op))
       updates.push_back(*update);
+  // Each update edits its own parameter's and states' arguments only.
+  ArgAttrEdits argAttrs(fn);
   for (Update &update : updates) {
     Operation *op = update.op;
     auto operandsAttr = op->getAttrOfType<ArrayAttr>(kOperandLayouts);
@@ -182,7 +185,7 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
     for (unsigned i : update.states)
       if (auto arg = dyn_cast<BlockArgument>(op->getOperand(i));
           arg && llvm::all_of(arg.getUsers(), [&](Operation *user) { return user == op; }))
-        fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+        argAttrs.set(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
     if (axes.empty()) {
       if (stage > 0)
         unsharded.push_back(attrs.getStringAttr(paramName(fn, param)));
@@ -198,7 +201,7 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
       }
       if (stage >= 3)
         if (auto arg = dyn_cast<BlockArgument>(param))
-          fn.setArgAttr(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
+          argAttrs.set(arg.getArgNumber(), kArgLayout, NdSbpAttr::get(ctx, layout));
     }
     // Whoever split them on a data-parallel axis, ZeRO or the plan: from
     // stage 2 the gradient's running sum is kept split, at 3 the parameter
@@ -210,9 +213,9 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
       accumulateSplit(op, layout, signatures);
     if (stage >= 3)
       if (auto arg = dyn_cast<BlockArgument>(param)) {
-        std::optional<NdSbp> storedNow = layoutOf(arg);
-        if (storedNow && splitOnDp(*storedNow))
-          fn.setArgAttr(arg.getArgNumber(), kGatherPerUse, UnitAttr::get(ctx));
+        auto storedNow = dyn_cast_or_null<NdSbpAttr>(argAttrs.get(arg.getArgNumber(), kArgLayout));
+        if (storedNow && splitOnDp(storedNow.toLayout()))
+          argAttrs.set(arg.getArgNumber(), kGatherPerUse, UnitAttr::get(ctx));
       }
 
     // What each rank keeps between steps and in the update.
@@ -222,6 +225,8 @@ LogicalResult applyZero(func::FuncOp fn, LayoutContext &context, int64_t stage) 
       stateBytes += localBytes(mesh, stage >= 1 ? layout : before, op->getOperand(i),
                                sizes.of(op->getOperand(i)));
   }
+
+  argAttrs.apply();
 
   SmallVector<Attribute> axisNames;
   for (size_t axis : dpAxes)
