@@ -18,7 +18,9 @@ def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
     parameter `P` (`graph.param`), its gradient as output `grad.P` (zeros
     when the loss does not depend on it), in argument order, typed as the
     parameter; one stored in another shape (`graph.param_shape`) gets the
-    same attribute on its gradient, which is written in that shape.
+    same attribute on its gradient, which is written in that shape. A
+    function that already has an output named `grad.*` is refused (the
+    names are the pass's: `--graph-optimizer` finds gradients by them).
 
     ```mlir
     func.func @f(%w: tensor<4xf32> {graph.param = "w"}, %x: tensor<4xf32> {graph.input = "x"})
@@ -57,7 +59,8 @@ def GraphOptimizer : Pass<"graph-optimizer", "mlir::ModuleOp"> {
     of parameter `P` (`graph.sgd_update` or `graph.adamw_update`, PyTorch's
     semantics) and adds the optimizer's state as parameters: SGD's
     `optimizer.velocity.P`, AdamW's `optimizer.m.P`, `optimizer.v.P` and the
-    shared 1-based `optimizer.step`. The function then returns, besides its
+    shared 1-based `optimizer.step` (a function that already uses an
+    `optimizer.*` name is refused). The function then returns, besides its
     other results, the new value of every parameter and state under the
     parameter's own name, typed as the parameter and written in its stored
     shape (`graph.param_shape` on the result where the parameter has one,
