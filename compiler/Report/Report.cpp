@@ -14,6 +14,7 @@
 
 #include "runtime/Tensor.h"
 
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/bit.h"
 
 #include "mlir/IR/AsmState.h"
@@ -221,9 +222,34 @@ private:
   nlohmann::json &list;
   bool folding;
   std::unordered_map<size_t, std::vector<size_t>> anchors; // hash -> entries
-  std::map<std::pair<int64_t, size_t>, size_t> seen;       // (micro-batch, hash) -> entries
+  struct PairHash {
+    size_t operator()(const std::pair<int64_t, size_t> &key) const {
+      return llvm::hash_combine(key.first, key.second);
+    }
+  };
+  std::unordered_map<std::pair<int64_t, size_t>, size_t, PairHash> seen; // (micro-batch, hash) -> entries
   std::vector<size_t> printOfEntry;                        // entry -> its print
   std::unordered_map<size_t, size_t> hashOfPrint;          // print -> its entries' hash
+};
+
+/// Numbers for keys (vectors of pointers and numbers as pointers): equal
+/// keys, equal numbers.
+class Prints {
+public:
+  size_t of(std::vector<const void *> key) {
+    return prints.try_emplace(std::move(key), prints.size()).first->second;
+  }
+  static const void *number(double x) {
+    return reinterpret_cast<const void *>(static_cast<uintptr_t>(llvm::bit_cast<uint64_t>(x)));
+  }
+
+private:
+  struct Hash {
+    size_t operator()(const std::vector<const void *> &key) const {
+      return llvm::hash_combine_range(key.begin(), key.end());
+    }
+  };
+  std::unordered_map<std::vector<const void *>, size_t, Hash> prints;
 };
 
 /// Everything an op's report entry is made of but value names, as a
@@ -234,9 +260,7 @@ class OpPrints {
 public:
   size_t of(Operation *op, ArrayAttr operands, ArrayAttr results, const ElementSizes &sizes) {
     std::vector<const void *> key = signatureKey(op);
-    auto number = [&](double x) {
-      return reinterpret_cast<const void *>(static_cast<uintptr_t>(llvm::bit_cast<uint64_t>(x)));
-    };
+    auto number = &Prints::number;
     key.push_back(op->getLoc().getAsOpaquePointer());
     key.push_back(operands.getAsOpaquePointer());
     key.push_back(results.getAsOpaquePointer());
@@ -249,11 +273,31 @@ public:
       key.push_back(number(static_cast<double>(sizes.of(result))));
       key.push_back(number(sizes.storedShare(result)));
     }
-    return prints.try_emplace(std::move(key), prints.size()).first->second;
+    return prints.of(std::move(key));
   }
 
 private:
-  std::map<std::vector<const void *>, size_t> prints;
+  Prints prints;
+};
+
+/// The same for a boxing: its value's type and every attribute its entry
+/// is made of (the plan's time depends on the type, layouts and element
+/// size alone).
+class BoxingPrints {
+public:
+  size_t of(BoxingOp boxing) {
+    return prints.of({boxing.getInput().getType().getAsOpaquePointer(),
+                      boxing.getFrom().getAsOpaquePointer(), boxing.getTo().getAsOpaquePointer(),
+                      boxing.getCollectiveAttr().getAsOpaquePointer(),
+                      boxing.getMeshAxesAttr().getAsOpaquePointer(),
+                      boxing.getBytesPerRankAttr().getAsOpaquePointer(),
+                      boxing.getReasonAttr().getAsOpaquePointer(),
+                      boxing->getLoc().getAsOpaquePointer(),
+                      Prints::number(static_cast<double>(elementBytes(boxing)))});
+  }
+
+private:
+  Prints prints;
 };
 
 nlohmann::json layoutEntry(ValueNames &names, Value v, const sbprt::NdSbp &layout) {
@@ -271,6 +315,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   module.walk([&](Operation *op) { microBatched |= op->hasAttr(kMicroBatch); });
   MicroBatchFolder opList(ops, microBatched), boxingList(boxings, microBatched);
   OpPrints opPrints;
+  BoxingPrints boxingPrints;
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   nlohmann::json zero;
   double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
@@ -314,27 +359,35 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     // Activations live from their op to their last use.
     for (Operation &op : fn.getBody().front()) {
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
-        sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
-        const BoxingPlan &plan = plans.get(boxing.getInput(), from, to, elementBytes(boxing));
-        std::vector<std::string> axes;
-        if (auto attr = boxing.getMeshAxes())
-          for (StringRef axis : attr->getAsValueRange<StringAttr>())
-            axes.push_back(axis.str());
-        nlohmann::json entry = {{"value", names(boxing.getInput())},
-                                {"result", names(boxing.getResult())},
-                                {"shape", shapeOf(boxing.getInput())},
-                                {"from", sbprt::toString(from)},
-                                {"to", sbprt::toString(to)},
-                                {"collective", boxing.getCollective().value_or("none").str()},
-                                {"mesh_axes", axes},
-                                {"element_bytes", elementBytes(boxing)},
-                                {"bytes_per_rank", boxing.getBytesPerRank().value_or(0)},
-                                {"est_time_s", plan.seconds},
-                                {"location", describeLocation(op.getLoc())},
-                                {"reason", boxing.getReason().value_or("").str()}};
-        boxingList.add(std::move(entry), {"value", "result"}, microBatchOf(&op));
-        comm += plan.seconds;
+        // As for ops below: a later micro-batch's boxing folds without its
+        // entry where one alike stands for it.
+        int64_t microBatch = microBatchOf(&op);
+        size_t print = microBatched ? boxingPrints.of(boxing) : MicroBatchFolder::kNoPrint;
         commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
+        if (double folded; boxingList.fold(print, microBatch, "est_time_s", folded)) {
+          comm += folded;
+        } else {
+          sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
+          const BoxingPlan &plan = plans.get(boxing.getInput(), from, to, elementBytes(boxing));
+          std::vector<std::string> axes;
+          if (auto attr = boxing.getMeshAxes())
+            for (StringRef axis : attr->getAsValueRange<StringAttr>())
+              axes.push_back(axis.str());
+          nlohmann::json entry = {{"value", names(boxing.getInput())},
+                                  {"result", names(boxing.getResult())},
+                                  {"shape", shapeOf(boxing.getInput())},
+                                  {"from", sbprt::toString(from)},
+                                  {"to", sbprt::toString(to)},
+                                  {"collective", boxing.getCollective().value_or("none").str()},
+                                  {"mesh_axes", axes},
+                                  {"element_bytes", elementBytes(boxing)},
+                                  {"bytes_per_rank", boxing.getBytesPerRank().value_or(0)},
+                                  {"est_time_s", plan.seconds},
+                                  {"location", describeLocation(op.getLoc())},
+                                  {"reason", boxing.getReason().value_or("").str()}};
+          boxingList.add(std::move(entry), {"value", "result"}, microBatch, print);
+          comm += plan.seconds;
+        }
       } else if (auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts)) {
         auto resultLayouts = op.getAttrOfType<ArrayAttr>(kResultLayouts);
         // A later micro-batch's op folds without its entry where one alike
