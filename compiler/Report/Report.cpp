@@ -179,41 +179,51 @@ public:
     }
     Nameless names{nameless};
     size_t hash = names.hash(entry);
-    if (print != kNoPrint)
-      hashOfPrint[print] = hash;
     std::vector<size_t> &similar = anchors[hash];
+    if (print != kNoPrint)
+      similarOfPrint[print] = {hash, &similar};
     if (microBatch > 0) {
       size_t k = seen[{microBatch, hash}]++;
       if (k < similar.size() && names.alike(list[similar[k]], entry)) {
-        nlohmann::json &anchor = list[similar[k]];
-        anchor["micro_batches"] = anchor.value("micro_batches", int64_t{1}) + 1;
+        ++folded[similar[k]];
         return;
       }
       entry["micro_batch"] = microBatch;
     }
     similar.push_back(list.size());
     printOfEntry.push_back(print);
+    auto time = entry.find("est_time_s");
+    timeOfEntry.push_back(time != entry.end() && time->is_number() ? time->get<double>() : 0.0);
+    folded.push_back(0);
     list.push_back(std::move(entry));
   }
 
   /// Folds, without its entry, a later micro-batch's op whose `print` (all
   /// its entry is made of but names) is that of the entry add would fold
-  /// it into, which it then alike is; that entry's `field` (its time) into
-  /// `value`. False where add must see the entry.
-  bool fold(size_t print, int64_t microBatch, const char *field, double &value) {
+  /// it into, which it then alike is; that entry's time (`est_time_s`)
+  /// into `seconds`. False where add must see the entry.
+  bool fold(size_t print, int64_t microBatch, double &seconds) {
     if (!folding || microBatch <= 0 || print == kNoPrint)
       return false;
-    auto hash = hashOfPrint.find(print);
-    if (hash == hashOfPrint.end())
+    auto found = similarOfPrint.find(print);
+    if (found == similarOfPrint.end())
       return false;
-    const std::vector<size_t> &similar = anchors[hash->second];
-    size_t &count = seen[{microBatch, hash->second}];
-    if (count >= similar.size() || printOfEntry[similar[count]] != print)
+    const auto &[hash, similar] = found->second;
+    size_t &count = seen[{microBatch, hash}];
+    if (count >= similar->size() || printOfEntry[(*similar)[count]] != print)
       return false;
-    nlohmann::json &anchor = list[similar[count++]];
-    anchor["micro_batches"] = anchor.value("micro_batches", int64_t{1}) + 1;
-    value = anchor[field].get<double>();
+    size_t anchor = (*similar)[count++];
+    ++folded[anchor];
+    seconds = timeOfEntry[anchor];
     return true;
+  }
+
+  /// Writes how many micro-batches each entry stands for (`micro_batches`,
+  /// where more than its own), once all are added.
+  void finish() {
+    for (size_t i = 0; i < folded.size(); ++i)
+      if (folded[i])
+        list[i]["micro_batches"] = folded[i] + 1;
   }
 
   static constexpr size_t kNoPrint = std::numeric_limits<size_t>::max();
@@ -229,7 +239,10 @@ private:
   };
   std::unordered_map<std::pair<int64_t, size_t>, size_t, PairHash> seen; // (micro-batch, hash) -> entries
   std::vector<size_t> printOfEntry;                        // entry -> its print
-  std::unordered_map<size_t, size_t> hashOfPrint;          // print -> its entries' hash
+  std::vector<double> timeOfEntry;                         // entry -> its est_time_s
+  std::vector<int64_t> folded;                             // entry -> copies folded into it
+  // print -> its entries' hash and their list in anchors
+  std::unordered_map<size_t, std::pair<size_t, const std::vector<size_t> *>> similarOfPrint;
 };
 
 /// Numbers for keys (vectors of pointers and numbers as pointers): equal
@@ -364,7 +377,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         int64_t microBatch = microBatchOf(&op);
         size_t print = microBatched ? boxingPrints.of(boxing) : MicroBatchFolder::kNoPrint;
         commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
-        if (double folded; boxingList.fold(print, microBatch, "est_time_s", folded)) {
+        if (double folded; boxingList.fold(print, microBatch, folded)) {
           comm += folded;
         } else {
           sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
@@ -395,7 +408,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         int64_t microBatch = microBatchOf(&op);
         size_t print = microBatched ? opPrints.of(&op, operandLayouts, resultLayouts, sizes)
                                     : MicroBatchFolder::kNoPrint;
-        if (double folded; opList.fold(print, microBatch, "est_time_s", folded)) {
+        if (double folded; opList.fold(print, microBatch, folded)) {
           compute += folded;
         } else {
           NdSignature sig;
@@ -475,6 +488,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         {"peak_memory_bytes", argBytes + peakActivations},
         {"fits_device_memory", argBytes + peakActivations <= inputs.cluster.memoryBytes}}},
   };
+  opList.finish();
+  boxingList.finish();
   // Moved in, not copied: a step's lists run to hundreds of megabytes.
   report["ops"] = std::move(ops);
   report["boxings"] = std::move(boxings);
