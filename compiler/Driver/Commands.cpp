@@ -111,6 +111,18 @@ OwningOpRef<ModuleOp> sbpc::parseModelFile(const std::string &path, MLIRContext 
   }
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  // A rank program given for a model: say what it is, rather than that the
+  // exec dialect is not registered here.
+  ScopedDiagnosticHandler rankProgram(&ctx, [](Diagnostic &diag) {
+    if (!llvm::StringRef(diag.str()).starts_with("Dialect `exec' not found"))
+      return failure();
+    std::string at = formatLocation(diag.getLocation());
+    llvm::errs() << (at.empty() ? "" : at + ": ")
+                 << "error: this is a rank program (the exec.mlir sbpc compile --target "
+                    "writes), not a model: give the model it was compiled from, or run the "
+                    "compiled directory (sbpc run DIR)\n";
+    return success();
+  });
   return parseSourceFile<ModuleOp>(sourceMgr, &ctx);
 }
 
