@@ -178,7 +178,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   if (needsParams && !llvm::sys::fs::exists(command.paramsPath))
     return reportError(command.paramsPath + ": no such file");
   std::vector<std::string> written = {"run.json", "job.log", ".shards/"},
-                           read = {command.paramsPath};
+                           read = {command.paramsPath, command.programDir};
   for (const ProgramManifest::Output &output : manifest->outputs)
     written.push_back(output.name + ".npy");
   for (const auto &[name, path] : inputs)

@@ -367,7 +367,8 @@ int main(int argc, char **argv) {
             (option->getNumOccurrencesFlag() == cl::Optional ||
              option->getNumOccurrencesFlag() == cl::Required) &&
             !option->isPositional()) {
-          (void)sbpc::reportError("--" + option->ArgStr.str() + " given " +
+          (void)sbpc::reportError((option->ArgStr.size() == 1 ? "-" : "--") +
+                                  option->ArgStr.str() + " given " +
                             std::to_string(option->getNumOccurrences()) + " times; give it once");
           return 1;
         }
