@@ -66,7 +66,7 @@ check-sanitizers: deps
 	  $(LIT) -sv $(BUILD)-asan/test $(BUILD)-asan/test/unit 2>&1 | tee $(BUILD)-asan/test.log; \
 	  test/lit-summary.sh $(BUILD)-asan/test.log $${PIPESTATUS[0]}
 
-# The layout-search benchmark (bench/search/README.md): about two minutes;
+# The layout-search benchmark (bench/search/README.md): about five minutes;
 # matplotlib for its plot comes from PyPI into a venv under the build
 # directory, pinned, and only the benchmark uses it.
 BENCH_VENV := $(BUILD)/bench-venv
