@@ -20,6 +20,18 @@ config.substitutions.append(("%e2e", os.path.join(config.sbpc_src_root, "test", 
 config.substitutions.append(("%srcroot", config.sbpc_src_root))
 config.substitutions.append(("%objroot", config.sbpc_obj_root))
 
+# Tools built with AddressSanitizer (make check-sanitizers) take several
+# times the memory: a test that bounds the compiler's memory says
+# UNSUPPORTED: asan.
+try:
+    import subprocess as _subprocess
+    _linked = _subprocess.run(["ldd", os.path.join(config.sbpc_tools_dir, "sbpc")],
+                              capture_output=True, text=True).stdout
+    if "libasan" in _linked:
+        config.available_features.add("asan")
+except OSError:
+    pass
+
 # The CUDA target: `cuda` when sbpc was built with it (the toolkit is
 # there; tests compile CUDA programs without running them), `gpu` when a
 # GPU can run them too. Tests that need one say REQUIRES: gpu; make test-gpu
