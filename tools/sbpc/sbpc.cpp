@@ -57,13 +57,18 @@ static cl::opt<int64_t> genInputs("inputs", cl::desc("mlp: input features (defau
 static cl::opt<int64_t> genOutputs("outputs", cl::desc("mlp: output features (classes) (default 16)"), cl::init(16),
                                    cl::sub(genCommand), cl::cat(genCategory));
 
+/// An option as the user writes it: -o, --mesh.
+static std::string flagName(const cl::Option &option) {
+  return (option.ArgStr.size() == 1 ? "-" : "--") + option.ArgStr.str();
+}
+
 static mlir::LogicalResult runGenCommand(MLIRContext &ctx) {
   sbpc::GenCommand command;
   // An option of the other model would be silently ignored.
   auto refuse = [](std::initializer_list<cl::Option *> options) -> std::optional<std::string> {
     for (cl::Option *option : options)
       if (option->getNumOccurrences())
-        return "--" + option->ArgStr.str() + " does not apply to " + genModel + " (see sbpc gen --help)";
+        return flagName(*option) + " does not apply to " + genModel + " (see sbpc gen --help)";
     return std::nullopt;
   };
   if (std::optional<std::string> wrong =
@@ -367,9 +372,9 @@ int main(int argc, char **argv) {
             (option->getNumOccurrencesFlag() == cl::Optional ||
              option->getNumOccurrencesFlag() == cl::Required) &&
             !option->isPositional()) {
-          (void)sbpc::reportError((option->ArgStr.size() == 1 ? "-" : "--") +
-                                  option->ArgStr.str() + " given " +
-                            std::to_string(option->getNumOccurrences()) + " times; give it once");
+          (void)sbpc::reportError(flagName(*option) + " given " +
+                                  std::to_string(option->getNumOccurrences()) +
+                                  " times; give it once");
           return 1;
         }
       }
@@ -379,8 +384,7 @@ int main(int argc, char **argv) {
        {&genOutput, &genParams, &runParams, &runOutputDir, &compileOutput, &compileCluster,
         &compileMesh})
     if (option->getNumOccurrences() && option->getValue().empty()) {
-      (void)sbpc::reportError((option->ArgStr.size() == 1 ? "-" : "--") + option->ArgStr.str() +
-                              " is empty");
+      (void)sbpc::reportError(flagName(*option) + " is empty");
       return 1;
     }
   DialectRegistry registry;
