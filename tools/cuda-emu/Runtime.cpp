@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
+#include <unordered_map>
 #include <mutex>
 #include <vector>
 
@@ -83,8 +85,18 @@ namespace {
 
 /// Bytes before and after every allocation, filled with a pattern that is
 /// checked after each kernel and copy: a write out of bounds is a fault.
+/// The pattern, 0xA5 at even addresses and 0x7F at odd ones, is NaN read
+/// as f32 (0x7FA57FA5) or bf16 (0x7FA5), and differs from fresh memory's:
+/// a kernel that reads past an allocation and uses what it read computes
+/// NaNs, which the checks against the CPU programs see.
 constexpr size_t kRedzone = 256;
-constexpr unsigned char kRedzoneByte = 0xA5;
+unsigned char redzoneByte(const unsigned char *at) {
+  return reinterpret_cast<uintptr_t>(at) % 2 ? 0x7F : 0xA5;
+}
+void fillRedzone(unsigned char *at) {
+  for (size_t i = 0; i < kRedzone; ++i)
+    at[i] = redzoneByte(at + i);
+}
 /// Fresh device memory is not zero on a GPU: all ones (f32 NaN, int64 -1).
 constexpr unsigned char kFreshByte = 0xFF;
 constexpr size_t kFiberStack = 256 << 10;
@@ -115,7 +127,8 @@ bool redzonesIntact(std::string &where) {
   for (const auto &[start, bytes] : allocations) {
     auto *p = reinterpret_cast<const unsigned char *>(start);
     for (size_t i = 0; i < kRedzone; ++i)
-      if (p[-1 - static_cast<ptrdiff_t>(i)] != kRedzoneByte || p[bytes + i] != kRedzoneByte) {
+      if (p[-1 - static_cast<ptrdiff_t>(i)] != redzoneByte(p - 1 - i) ||
+          p[bytes + i] != redzoneByte(p + bytes + i)) {
         where = "an allocation of " + std::to_string(bytes) + " bytes";
         return false;
       }
@@ -176,6 +189,11 @@ struct Block {
 
 Block block;
 std::vector<void *> stacks;
+/// The blocks run so far, of every launch: the running block's number.
+uint64_t blocksRun = 0;
+/// Each shared variable's block number when it was last made fresh.
+std::unordered_map<const void *, uint64_t> &sharedFreshIn =
+    *new std::unordered_map<const void *, uint64_t>;
 
 void *stackFor(size_t i) {
   while (stacks.size() <= i) {
@@ -380,6 +398,14 @@ void fault(const std::string &what, cudaError_t error) {
 
 void syncThreads() { yield(Wait::Barrier); }
 
+void sharedDeclared(void *p, size_t bytes) {
+  uint64_t &freshIn = sharedFreshIn[p];
+  if (freshIn == blocksRun)
+    return;
+  freshIn = blocksRun;
+  std::memset(p, kFreshByte, bytes);
+}
+
 uint64_t shuffle(unsigned mask, uint64_t value, const std::function<int(int)> &source) {
   if (!block.current) {
     fault("a warp shuffle outside a kernel");
@@ -436,19 +462,29 @@ void runGrid(const char *kernel, dim3 grid, dim3 shape, size_t sharedBytes, cuda
   block.thread = &thread;
   gridDim = grid;
   blockDim = shape;
-  uint64_t serial = 0;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        blockIdx = {x, y, z};
-        block.failure.clear();
-        if (!runBlock(shape, serial++)) {
-          if (!block.failure.empty())
-            fault(std::string(kernel) + ": block (" + std::to_string(x) + "," +
-                  std::to_string(y) + "," + std::to_string(z) + "): " + block.failure);
-          return;
-        }
-      }
+  // The blocks in a scrambled order, as a GPU runs them in none: a block
+  // that reads what another block of the launch writes reads it unwritten
+  // (or overwritten) for about half of the pairs. Block k of the order is
+  // number (k * step + blocks / 2) mod blocks, step coprime with blocks.
+  uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  uint64_t step = blocks > 2 ? blocks / 2 + 1 : 1;
+  while (std::gcd(step, blocks) != 1)
+    ++step;
+  for (uint64_t serial = 0; serial < blocks; ++serial) {
+    uint64_t number = static_cast<uint64_t>(((unsigned __int128)serial * step + blocks / 2) % blocks);
+    unsigned x = static_cast<unsigned>(number % grid.x),
+             y = static_cast<unsigned>(number / grid.x % grid.y),
+             z = static_cast<unsigned>(number / (uint64_t(grid.x) * grid.y));
+    blockIdx = {x, y, z};
+    block.failure.clear();
+    ++blocksRun;
+    if (!runBlock(shape, serial)) {
+      if (!block.failure.empty())
+        fault(std::string(kernel) + ": block (" + std::to_string(x) + "," + std::to_string(y) +
+              "," + std::to_string(z) + "): " + block.failure);
+      return;
+    }
+  }
   checkRedzones(kernel);
 }
 
@@ -553,9 +589,9 @@ cudaError_t cudaMalloc(void **pointer, size_t bytes) {
   if (!raw)
     return result(cudaErrorMemoryAllocation);
   unsigned char *start = raw + kRedzone;
-  std::memset(raw, kRedzoneByte, kRedzone);
+  fillRedzone(raw);
   std::memset(start, kFreshByte, bytes);
-  std::memset(start + bytes, kRedzoneByte, kRedzone);
+  fillRedzone(start + bytes);
   allocations[reinterpret_cast<uintptr_t>(start)] = bytes;
   *pointer = start;
   return cudaSuccess;

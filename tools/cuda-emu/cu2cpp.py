@@ -4,13 +4,17 @@
 `::sbpc_emu::Launch("kernel<T, 4>", grid, block, shared, stream)(
 [](auto &...a) { kernel<T, 4>(a...); }, a, b)` (a call, so that a template
 kernel's arguments are deduced as in CUDA),
-which cuda_runtime.h (tools/cuda-emu/include) runs on the host; everything
-else is left as it is, and a #line directive keeps the compiler's messages
-on the original file's lines.
+which cuda_runtime.h (tools/cuda-emu/include) runs on the host. Each
+`__shared__` declaration is followed, on its line, by a call that makes the
+variables it declares fresh (NaN) for each block:
+`__shared__ float a[4], b;` gets `::sbpc_emu::sharedDeclared(&a, sizeof(a));`
+and the same for b. Everything else is left as it is, and a #line directive
+keeps the compiler's messages on the original file's lines.
 
 usage: cu2cpp.py IN.cu OUT.cpp
 """
 import os
+import re
 import sys
 
 
@@ -65,6 +69,58 @@ def line_of(text, index):
     return text.count("\n", 0, index) + 1
 
 
+def split_top_level(text):
+    """`text` split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def declared_names(declaration):
+    """The variables `float a[4], b` declares: ["a", "b"]."""
+    declaration = re.sub(r"__align__\s*\([^)]*\)", " ", declaration)
+    names = []
+    for declarator in split_top_level(declaration):
+        head = re.split(r"[\[=]", declarator, maxsplit=1)[0]
+        found = re.findall(r"[A-Za-z_]\w*", head)
+        if not found:
+            raise LaunchError("no name in the __shared__ declaration")
+        names.append(found[-1])
+    return names
+
+
+def mark_shared(text):
+    """Each `__shared__` declaration followed by sharedDeclared calls."""
+    out, done = [], 0
+    for match in re.finditer(r"\b__shared__\b", text):
+        if match.start() < done:
+            continue
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        prefix = text[line_start:match.start()]
+        if "//" in prefix or prefix.lstrip().startswith("#"):
+            continue
+        end = text.find(";", match.end())
+        if end < 0:
+            raise LaunchError(f"line {line_of(text, match.start())}: no ; after __shared__")
+        try:
+            names = declared_names(text[match.end():end])
+        except LaunchError as e:
+            raise LaunchError(f"line {line_of(text, match.start())}: {e}")
+        calls = "".join(f" ::sbpc_emu::sharedDeclared(&{n}, sizeof({n}));" for n in names)
+        out.append(text[done:end + 1] + calls)
+        done = end + 1
+    out.append(text[done:])
+    return "".join(out)
+
+
 def rewrite(text):
     out, done = [], 0
     while True:
@@ -110,7 +166,7 @@ def main():
     with open(source) as f:
         text = f.read()
     try:
-        rewritten = rewrite(text)
+        rewritten = rewrite(mark_shared(text))
     except LaunchError as e:
         sys.exit(f"{source}: {e}")
     path = os.path.abspath(source).replace("\\", "\\\\").replace('"', '\\"')

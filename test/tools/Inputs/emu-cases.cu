@@ -58,8 +58,31 @@ __global__ void missingBarrier(float *out) {
   slot[warp] = static_cast<float>(warp + 1);
   if (threadIdx.x % 32 == 0)
     out[warp] = slot[(warp + 1) % 4];
+}
+
+// Block 0 alone writes the shared slot that every block reads: the others
+// read their own shared memory, never written.
+__global__ void staleShared(float *out) {
+  __shared__ float slot;
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    slot = 7.0f;
   __syncthreads();
-  slot[warp] = 0.0f;
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = slot;
+}
+
+// Each block reads the element that the block before it writes.
+__global__ void previousBlock(float *out, float *previous) {
+  out[blockIdx.x] = static_cast<float>(blockIdx.x + 1);
+  previous[blockIdx.x] = blockIdx.x ? out[blockIdx.x - 1] : 0.0f;
+}
+
+// The sum of x[0..n], one element past its end.
+__global__ void sumThroughEnd(const float *x, int n, float *sum) {
+  float total = 0.0f;
+  for (int i = 0; i <= n; ++i)
+    total += x[i];
+  *sum = total;
 }
 
 __global__ void divergentBarrier(float *x) {
@@ -104,6 +127,26 @@ int main(int argc, char **argv) {
     missingBarrier<<<1, 128>>>(out);
     status("launch");
     print("read", hostFloats(out, 4));
+  } else if (name == "stale-shared") {
+    float *out = deviceFloats({0, 0});
+    staleShared<<<2, 64>>>(out);
+    status("launch");
+    print("read", hostFloats(out, 2));
+  } else if (name == "block-order") {
+    float *out = nullptr, *previous = nullptr;
+    cudaMalloc(reinterpret_cast<void **>(&out), 4 * sizeof(float));
+    cudaMalloc(reinterpret_cast<void **>(&previous), 4 * sizeof(float));
+    previousBlock<<<4, 1>>>(out, previous);
+    status("launch");
+    print("out", hostFloats(out, 4));
+    print("previous", hostFloats(previous, 4));
+  } else if (name == "read-past-end") {
+    float *x = deviceFloats({1, 2, 3, 4}), *sum = deviceFloats({0});
+    sumThroughEnd<<<1, 1>>>(x, 3, sum);
+    print("through the last", hostFloats(sum, 1));
+    sumThroughEnd<<<1, 1>>>(x, 4, sum);
+    status("one past");
+    print("sum", hostFloats(sum, 1));
   } else if (name == "divergent-barrier" || name == "exit-before-barrier" ||
              name == "half-warp-shuffle") {
     float *x = deviceFloats(std::vector<float>(64, 1.0f));

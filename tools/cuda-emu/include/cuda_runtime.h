@@ -23,7 +23,9 @@
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 // Blocks run one after another, so a function's one static copy serves as
-// each block's shared memory in turn.
+// each block's shared memory in turn; cu2cpp.py follows each declaration
+// with a call to sbpc_emu::sharedDeclared, which makes it fresh (NaN) for
+// each block.
 #define __shared__ static
 
 struct uint3 {
@@ -128,6 +130,10 @@ void runGrid(const char *kernel, dim3 grid, dim3 block, size_t sharedBytes, cuda
 /// The block-wide barrier, and a warp's exchange of `value` (8 bytes at
 /// most): lane l gets the value of lane `source(l)`.
 void syncThreads();
+/// Shared memory [p, p + bytes) declared by the running thread: filled
+/// with all-ones bytes (NaN) the first time a thread of each block
+/// reaches it, as a block's shared memory starts uninitialized.
+void sharedDeclared(void *p, size_t bytes);
 uint64_t shuffle(unsigned mask, uint64_t value, const std::function<int(int)> &source);
 
 /// The launch `kernel<<<grid, block, shared, stream>>>(args...)`, as
