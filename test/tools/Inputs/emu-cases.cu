@@ -77,6 +77,16 @@ __global__ void previousBlock(float *out, float *previous) {
   previous[blockIdx.x] = blockIdx.x ? out[blockIdx.x - 1] : 0.0f;
 }
 
+struct alignas(16) Four {
+  float v[4];
+};
+
+// A vector load from x + 1 (a GPU's misaligned address).
+__global__ void loadFour(const float *x, float *out) {
+  Four four = *reinterpret_cast<const Four *>(x + 1);
+  *out = four.v[0];
+}
+
 // The sum of x[0..n], one element past its end.
 __global__ void sumThroughEnd(const float *x, int n, float *sum) {
   float total = 0.0f;
@@ -140,6 +150,10 @@ int main(int argc, char **argv) {
     status("launch");
     print("out", hostFloats(out, 4));
     print("previous", hostFloats(previous, 4));
+  } else if (name == "misaligned-load") {
+    float *x = deviceFloats({1, 2, 3, 4, 5, 6, 7, 8}), *out = deviceFloats({0});
+    loadFour<<<1, 1>>>(x, out);
+    status("launch");
   } else if (name == "read-past-end") {
     float *x = deviceFloats({1, 2, 3, 4}), *sum = deviceFloats({0});
     sumThroughEnd<<<1, 1>>>(x, 3, sum);
