@@ -257,4 +257,54 @@ Block blockOf(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> 
   return block;
 }
 
+namespace {
+
+std::vector<int64_t> unflatten(int64_t position, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> index(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0 && shape[d] > 0;) {
+    index[d] = position % shape[d];
+    position /= shape[d];
+  }
+  return index;
+}
+
+int64_t flatten(const std::vector<int64_t> &index, const std::vector<int64_t> &shape) {
+  int64_t position = 0;
+  for (size_t d = 0; d < shape.size() && d < index.size(); ++d)
+    position = position * shape[d] + index[d];
+  return position;
+}
+
+} // namespace
+
+std::string IndexPlace::describe(int64_t position) const {
+  if (block.empty())
+    return "position " + std::to_string(position);
+  const std::vector<int64_t> &global = shape.empty() ? block : shape;
+  std::vector<int64_t> index = unflatten(position, block);
+  for (size_t d = 0; d < offsets.size() && d < index.size(); ++d)
+    index[d] += offsets[d];
+  int64_t flat = flatten(index, global);
+  for (const Slice &slice : slices) {
+    index = unflatten(flat, slice.result);
+    for (size_t d = 0; d < slice.starts.size() && d < index.size(); ++d)
+      index[d] += slice.starts[d];
+    flat = flatten(index, slice.source);
+  }
+  index = unflatten(flat, originShape.empty() ? global : originShape);
+  std::string text = "[";
+  for (size_t d = 0; d < index.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(index[d]);
+  text += "]";
+  if (!origin.empty())
+    text += " of " + origin;
+  return text;
+}
+
+std::string IndexPlace::outOfRange(const char *what, int64_t value, int64_t position,
+                                   int64_t limit, const char *unit) const {
+  return std::string(what) + " " + std::to_string(value) + " at " + describe(position) +
+         " is out of range for " + std::to_string(limit) + " " + unit;
+}
+
 } // namespace sbprt

@@ -124,4 +124,30 @@ struct Block {
 Block blockOf(const Mesh &mesh, const NdSbp &layout, const std::vector<int64_t> &shape,
               int64_t rank);
 
+/// Where the ids a rank checks (embedding indices, cross-entropy targets)
+/// lie in what the user gave, so that a bad id is named by its place there
+/// ("[3, 5] of input 'tokens'"), not by its position in the rank's block.
+struct IndexPlace {
+  /// A graph.slice between the ids and their input: a position in its
+  /// result (of shape `result`) is `starts` further along each dimension
+  /// in its source (of shape `source`). Reshapes keep row-major positions.
+  struct Slice {
+    std::vector<int64_t> result, source, starts;
+  };
+  std::vector<int64_t> block;       // the shape of the rank's block of the ids
+  std::vector<int64_t> offsets;     // where the block starts in them (empty: at 0)
+  std::vector<int64_t> shape;       // their global shape (empty: the block's)
+  std::vector<Slice> slices;        // from the ids back to `origin`, nearest first
+  std::vector<int64_t> originShape; // the shape of `origin` (empty: `shape`)
+  std::string origin;               // "input 'tokens'", or empty when not an input
+
+  /// "[3, 5] of input 'tokens'": where the block's element `position`
+  /// (row-major) lies.
+  std::string describe(int64_t position) const;
+  /// "index 77 at [3, 5] of input 'tokens' is out of range for 50 table
+  /// rows": id `value`, the block's element `position`, not in [0, limit).
+  std::string outOfRange(const char *what, int64_t value, int64_t position, int64_t limit,
+                         const char *unit) const;
+};
+
 } // namespace sbprt

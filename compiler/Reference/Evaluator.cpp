@@ -4,6 +4,7 @@
 #include "compiler/Reference/Evaluator.h"
 
 #include "compiler/Model/ModelSignature.h"
+#include "compiler/Sbp/IndexPlaces.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
 #include "runtime/cpu/Ops.h"
@@ -33,6 +34,12 @@ private:
   static cpu::Shape shape(Value v) {
     auto s = cast<RankedTensorType>(v.getType()).getShape();
     return {s.begin(), s.end()};
+  }
+  /// Where ids the evaluator holds whole come from, for a message.
+  static sbprt::IndexPlace wholePlaceOf(Value ids) {
+    sbprt::IndexPlace place = sbpc::indexPlaceOf(ids);
+    place.block = place.shape;
+    return place;
   }
   /// A fresh tensor for `result`, registered as its value.
   sbprt::Tensor &out(Value result) {
@@ -150,7 +157,8 @@ LogicalResult Evaluator::run(Operation *op) {
       .Case([&](EmbeddingOp o) -> LogicalResult {
         std::string error;
         if (!cpu::embeddingOp(f32(o.getTable()), shape(o.getTable()), in(o.getIndices()).as<int64_t>(),
-                              in(o.getIndices()).numElements(), outF32(o), error))
+                              in(o.getIndices()).numElements(), outF32(o),
+                              wholePlaceOf(o.getIndices()), error))
           return o.emitError() << "embedding: " << error;
         return success();
       })
@@ -185,7 +193,8 @@ LogicalResult Evaluator::run(Operation *op) {
       .Case([&](EmbeddingGradOp o) -> LogicalResult {
         std::string error;
         if (!cpu::embeddingGradOp(in(o.getIndices()).as<int64_t>(), in(o.getIndices()).numElements(),
-                                  f32(o.getGrad()), shape(o), outF32(o), error))
+                                  f32(o.getGrad()), shape(o), outF32(o),
+                                  wholePlaceOf(o.getIndices()), error))
           return o.emitError() << "embedding_grad: " << error;
         return success();
       })
@@ -193,7 +202,7 @@ LogicalResult Evaluator::run(Operation *op) {
         std::string error;
         if (!cpu::crossEntropyGradOp(f32(o.getLogits()), shape(o.getLogits()),
                                      in(o.getTargets()).as<int64_t>(), f32(o.getLossGrad()),
-                                     outF32(o), error))
+                                     outF32(o), wholePlaceOf(o.getTargets()), error))
           return o.emitError() << "cross_entropy_grad: " << error;
         return success();
       })
@@ -225,7 +234,8 @@ LogicalResult Evaluator::run(Operation *op) {
       .Case([&](CrossEntropyOp o) -> LogicalResult {
         std::string error;
         if (!cpu::crossEntropyOp(f32(o.getLogits()), shape(o.getLogits()),
-                                 in(o.getTargets()).as<int64_t>(), outF32(o), error))
+                                 in(o.getTargets()).as<int64_t>(), outF32(o),
+                                 wholePlaceOf(o.getTargets()), error))
           return o.emitError() << "cross_entropy: " << error;
         return success();
       })

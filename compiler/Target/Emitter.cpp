@@ -176,6 +176,34 @@ private:
   std::string elements(Value value) {
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
   }
+  /// The sbprt::IndexPlace of `ids`, an operand of `op`: a static of the
+  /// rank's block of them in what exec.index_place says, or the block
+  /// alone without one; failure when it is malformed.
+  FailureOr<std::string> indexPlace(Operation *op, Value ids) {
+    std::string name = "place" + std::to_string(places++);
+    std::string block = list(cast<RankedTensorType>(ids.getType()).getShape());
+    auto attr = op->getAttr(ex::kIndexPlace);
+    if (!attr) {
+      line("static const sbprt::IndexPlace " + name + "{" + block + "};");
+      return name;
+    }
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto parsed = dict ? ex::parseIndexPlace(dict) : std::nullopt;
+    if (!parsed)
+      return op->emitOpError() << "has a malformed " << ex::kIndexPlace;
+    const auto &[place, layout] = *parsed;
+    std::string slices = "std::vector<sbprt::IndexPlace::Slice>{";
+    for (size_t i = 0; i < place.slices.size(); ++i)
+      slices += (i ? ", " : "") + std::string("sbprt::IndexPlace::Slice{") +
+                list(place.slices[i].result) + ", " + list(place.slices[i].source) + ", " +
+                list(place.slices[i].starts) + "}";
+    slices += "}";
+    line(llvm::formatv("static const sbprt::IndexPlace {0} = r.placeOf(sbprt::IndexPlace{{{1}, "
+                       "{{}, {2}, {3}, {4}, {5}}, {6});",
+                       name, block, list(place.shape), slices, list(place.originShape),
+                       quoted(place.origin), layoutLiteral(layout)));
+    return name;
+  }
   /// graph.matmul, or exec.causal_matmul with `causal` a sbprt::Causal.
   LogicalResult emitMatmul(Value lhs, Value rhs, Value result, bool transposeLhs,
                            bool transposeRhs, llvm::StringRef causal) {
@@ -205,6 +233,7 @@ private:
   std::vector<std::string> parts;
   int constants = 0;
   int fusedCount = 0;
+  int places = 0;
   std::ostringstream statics; // constant data
 };
 
@@ -481,10 +510,13 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            elementBytes(o.getResult()), shapes, o.getAxis(), ref(o.getResult())));
         return success();
       })
-      .Case([&](EmbeddingOp o) {
-        return checked(llvm::formatv("kernels::embeddingOp({0}, {1}, {2}, {3}, {4}, error)",
+      .Case([&](EmbeddingOp o) -> LogicalResult {
+        FailureOr<std::string> place = indexPlace(o, o.getIndices());
+        if (failed(place))
+          return failure();
+        return checked(llvm::formatv("kernels::embeddingOp({0}, {1}, {2}, {3}, {4}, {5}, error)",
                                      ref(o.getTable()), shape(o.getTable()), ref(o.getIndices()),
-                                     elements(o.getIndices()), ref(o.getResult())));
+                                     elements(o.getIndices()), ref(o.getResult()), *place));
       })
       .Case([&](CausalMaskOp o) {
         line(llvm::formatv("kernels::causalMaskOp({0}, {1}, {2}, {3});", ref(o.getInput()),
@@ -497,16 +529,22 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            ref(o.getResult()), shape(o.getResult())));
         return success();
       })
-      .Case([&](CrossEntropyOp o) {
-        return checked(llvm::formatv("kernels::crossEntropyOp({0}, {1}, {2}, {3}, error)",
+      .Case([&](CrossEntropyOp o) -> LogicalResult {
+        FailureOr<std::string> place = indexPlace(o, o.getTargets());
+        if (failed(place))
+          return failure();
+        return checked(llvm::formatv("kernels::crossEntropyOp({0}, {1}, {2}, {3}, {4}, error)",
                                      ref(o.getLogits()), shape(o.getLogits()),
-                                     ref(o.getTargets()), ref(o.getResult())));
+                                     ref(o.getTargets()), ref(o.getResult()), *place));
       })
-      .Case([&](CrossEntropyGradOp o) {
-        return checked(llvm::formatv("kernels::crossEntropyGradOp({0}, {1}, {2}, {3}, {4}, error)",
-                                     ref(o.getLogits()), shape(o.getLogits()),
-                                     ref(o.getTargets()), ref(o.getLossGrad()),
-                                     ref(o.getResult())));
+      .Case([&](CrossEntropyGradOp o) -> LogicalResult {
+        FailureOr<std::string> place = indexPlace(o, o.getTargets());
+        if (failed(place))
+          return failure();
+        return checked(llvm::formatv(
+            "kernels::crossEntropyGradOp({0}, {1}, {2}, {3}, {4}, {5}, error)", ref(o.getLogits()),
+            shape(o.getLogits()), ref(o.getTargets()), ref(o.getLossGrad()), ref(o.getResult()),
+            *place));
       })
       .Case([&](ReluGradOp o) {
         line(llvm::formatv("kernels::reluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
@@ -531,11 +569,14 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            shape(o.getInput()), floatLiteral(o.getEps().convertToDouble())));
         return success();
       })
-      .Case([&](EmbeddingGradOp o) {
-        return checked(llvm::formatv("kernels::embeddingGradOp({0}, {1}, {2}, {3}, {4}, error)",
-                                     ref(o.getIndices()), elements(o.getIndices()),
-                                     ref(o.getGrad()), shape(o.getResult()),
-                                     ref(o.getResult())));
+      .Case([&](EmbeddingGradOp o) -> LogicalResult {
+        FailureOr<std::string> place = indexPlace(o, o.getIndices());
+        if (failed(place))
+          return failure();
+        return checked(llvm::formatv(
+            "kernels::embeddingGradOp({0}, {1}, {2}, {3}, {4}, {5}, error)", ref(o.getIndices()),
+            elements(o.getIndices()), ref(o.getGrad()), shape(o.getResult()), ref(o.getResult()),
+            *place));
       })
       .Case([&](PadOp o) {
         line(llvm::formatv("kernels::pad({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),

@@ -211,7 +211,10 @@ def SbpSpmdize : Pass<"sbp-spmdize", "mlir::ModuleOp"> {
     - each argument becomes an `exec.load` of the rank's shard, named as
       the argument's `graph.param` / `graph.input`;
     - each op is cloned with the local shapes its signature gives (layout
-      attributes dropped);
+      attributes dropped); an embedding's or cross-entropy's ids also get
+      `exec.index_place` (their layout, and the slices and reshapes back to
+      the input they come from), so that a rank names a bad id by its
+      place in that input;
     - each `sbp.boxing` becomes, hop by hop, the collective on that hop's
       mesh axis (`exec.all_reduce`, `exec.all_gather`,
       `exec.reduce_scatter`, `exec.all_to_all`) or a local change

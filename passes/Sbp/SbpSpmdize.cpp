@@ -6,6 +6,7 @@
 // exec op per hop, and results are stored shard by shard. The program is the
 // same for every rank; what differs (which block to load, which part to
 // keep) is computed at run time from the rank's mesh coordinates.
+#include "compiler/Sbp/IndexPlaces.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -241,6 +242,12 @@ LogicalResult Spmdizer::run() {
     Operation *clone = cloneWithLocalShapes(b, &op, operands, types);
     for (StringRef name : {kOperandLayouts.data(), kResultLayouts.data(), kRunnerUp.data()})
       clone->removeAttr(name);
+    if (OpOperand *ids = idsOperandOf(&op)) {
+      unsigned i = ids->getOperandNumber();
+      clone->setAttr(exec::kIndexPlace,
+                     exec::indexPlaceAttr(ctx, indexPlaceOf(ids->get()),
+                                          cast<NdSbpAttr>(operandLayouts[i]).toLayout()));
+    }
     for (auto [value, attr] : llvm::zip(op.getResults(), resultLayouts)) {
       mapping.map(value, clone->getResult(cast<OpResult>(value).getResultNumber()));
       layouts[value] = cast<NdSbpAttr>(attr).toLayout();

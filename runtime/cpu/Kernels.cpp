@@ -396,21 +396,21 @@ void concat(const std::vector<const void *> &inputs, size_t elementBytes,
     }
 }
 
-/// Checks that index `value` at `position` lies in [0, limit).
+/// Checks that index `value` at `position` of the block `place` places
+/// lies in [0, limit).
 static bool checkIndex(const char *what, int64_t value, int64_t position, int64_t limit,
-                       const char *unit, std::string &error) {
+                       const char *unit, const IndexPlace &place, std::string &error) {
   if (value >= 0 && value < limit)
     return true;
-  error = std::string(what) + " " + std::to_string(value) + " at position " +
-          std::to_string(position) + " is out of range for " + std::to_string(limit) + " " + unit;
+  error = place.outOfRange(what, value, position, limit, unit);
   return false;
 }
 
 template <typename T>
 bool embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
-               T *out, std::string &error) {
+               T *out, const IndexPlace &place, std::string &error) {
   for (int64_t i = 0; i < count; ++i) {
-    if (!checkIndex("index", ids[i], i, rows, "table rows", error))
+    if (!checkIndex("index", ids[i], i, rows, "table rows", place, error))
       return false;
     std::copy(table + ids[i] * width, table + (ids[i] + 1) * width, out + i * width);
   }
@@ -429,11 +429,11 @@ void causalMask(const T *in, T *out, int64_t blocks, int64_t s, float fill) {
 
 template <typename T>
 bool crossEntropy(const T *logits, const int64_t *targets, int64_t rows, int64_t classes,
-                  T *loss, std::string &error) {
+                  T *loss, const IndexPlace &place, std::string &error) {
   double total = 0.0;
   std::vector<float> logProbs(classes);
   for (int64_t r = 0; r < rows; ++r) {
-    if (!checkIndex("target", targets[r], r, classes, "classes", error))
+    if (!checkIndex("target", targets[r], r, classes, "classes", place, error))
       return false;
     softmaxLine(logits + r * classes, logProbs.data(), classes, 1, /*logSoftmax=*/true);
     total -= logProbs[targets[r]];
@@ -528,7 +528,7 @@ void layerNormGrad(const T *x, const T *scale, const T *dy, T *dx, T *dscale,
 
 template <typename T>
 bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width, T *table,
-                   int64_t rows, std::string &error) {
+                   int64_t rows, const IndexPlace &place, std::string &error) {
   // Sums in f32: in place for an f32 table, rounded once for a bf16 one.
   std::vector<float> sums;
   float *acc;
@@ -540,7 +540,7 @@ bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width
   }
   std::fill(acc, acc + rows * width, 0.0f);
   for (int64_t i = 0; i < count; ++i) {
-    if (!checkIndex("index", ids[i], i, rows, "table rows", error))
+    if (!checkIndex("index", ids[i], i, rows, "table rows", place, error))
       return false;
     for (int64_t j = 0; j < width; ++j)
       acc[ids[i] * width + j] += dy[i * width + j];
@@ -552,10 +552,10 @@ bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width
 
 template <typename T>
 bool crossEntropyGrad(const T *logits, const int64_t *targets, float lossGrad, int64_t rows,
-                      int64_t classes, T *dlogits, std::string &error) {
+                      int64_t classes, T *dlogits, const IndexPlace &place, std::string &error) {
   std::vector<float> probs(classes);
   for (int64_t r = 0; r < rows; ++r) {
-    if (!checkIndex("target", targets[r], r, classes, "classes", error))
+    if (!checkIndex("target", targets[r], r, classes, "classes", place, error))
       return false;
     softmaxLine(logits + r * classes, probs.data(), classes, 1, /*logSoftmax=*/false);
     probs[targets[r]] -= 1.0f;
@@ -626,9 +626,10 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
   template void layerNorm(const T *, const T *, const T *, T *, int64_t, int64_t, float);      \
   template void transpose(const T *, const Shape &, const std::vector<int64_t> &, T *);        \
   template bool embedding(const T *, int64_t, int64_t, const int64_t *, int64_t, T *,          \
-                          std::string &);                                                      \
+                          const IndexPlace &, std::string &);                                  \
   template void causalMask(const T *, T *, int64_t, int64_t, float);                           \
-  template bool crossEntropy(const T *, const int64_t *, int64_t, int64_t, T *, std::string &); \
+  template bool crossEntropy(const T *, const int64_t *, int64_t, int64_t, T *,                \
+                             const IndexPlace &, std::string &);                               \
   template void reluGrad(const T *, const T *, T *, int64_t);                                  \
   template void geluGrad(const T *, const T *, T *, int64_t);                                  \
   template void softmaxGrad(const T *, const T *, T *, const Shape &, int64_t);                \
@@ -636,9 +637,9 @@ void adamwUpdate(const float *param, const float *grad, const float *m, const fl
   template void layerNormGrad(const T *, const T *, const T *, T *, T *, T *, int64_t, int64_t, \
                               float);                                                          \
   template bool embeddingGrad(const int64_t *, int64_t, const T *, int64_t, T *, int64_t,      \
-                              std::string &);                                                  \
+                              const IndexPlace &, std::string &);                              \
   template bool crossEntropyGrad(const T *, const int64_t *, float, int64_t, int64_t, T *,     \
-                                 std::string &);                                               \
+                                 const IndexPlace &, std::string &);                           \
   template void pad(const T *, const Shape &, const std::vector<int64_t> &,                    \
                     const std::vector<int64_t> &, T *);                                        \
   template void broadcast(const T *, const Shape &, T *, const Shape &);

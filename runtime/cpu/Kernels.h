@@ -6,6 +6,7 @@
 
 #include "runtime/BFloat16.h"
 #include "runtime/CausalGemm.h"
+#include "runtime/Layout.h"
 
 #include <cstdint>
 #include <string>
@@ -120,10 +121,11 @@ void slice(const void *in, size_t elementBytes, const Shape &shape,
 void concat(const std::vector<const void *> &inputs, size_t elementBytes,
             const std::vector<Shape> &shapes, int64_t axis, void *out);
 
-/// out[i, :] = table[ids[i], :]; false with `error` set when an id is out of range.
+/// out[i, :] = table[ids[i], :]; false with `error` set when an id is out
+/// of range (named by where `place` says it lies, as are the others').
 template <typename T>
 bool embedding(const T *table, int64_t rows, int64_t width, const int64_t *ids, int64_t count,
-               T *out, std::string &error);
+               T *out, const IndexPlace &place, std::string &error);
 
 /// Sets element (i, j) of every trailing [s, s] block to `fill` where j > i:
 /// -inf for the mask itself, 0 for its gradient.
@@ -134,7 +136,7 @@ void causalMask(const T *in, T *out, int64_t blocks, int64_t s, float fill);
 /// `error` set when a target is out of range.
 template <typename T>
 bool crossEntropy(const T *logits, const int64_t *targets, int64_t rows, int64_t classes,
-                  T *loss, std::string &error);
+                  T *loss, const IndexPlace &place, std::string &error);
 
 /// dx = dy where x > 0, else 0.
 template <typename T>
@@ -165,11 +167,11 @@ void layerNormGrad(const T *x, const T *scale, const T *dy, T *dx, T *dscale,
 /// set when an id is out of range.
 template <typename T>
 bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width, T *table,
-                   int64_t rows, std::string &error);
+                   int64_t rows, const IndexPlace &place, std::string &error);
 /// dlogits = (softmax(logits) - onehot(targets)) * lossGrad.
 template <typename T>
 bool crossEntropyGrad(const T *logits, const int64_t *targets, float lossGrad, int64_t rows,
-                      int64_t classes, T *dlogits, std::string &error);
+                      int64_t classes, T *dlogits, const IndexPlace &place, std::string &error);
 /// Zero padding: `low[d]` before and `high[d]` after every dimension.
 template <typename T>
 void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,

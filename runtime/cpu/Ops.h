@@ -133,29 +133,31 @@ template <typename T> void causalMaskOp(const T *x, T *y, const Shape &shape, fl
 /// graph.embedding: rows of `table` picked by `indices` (of `count` ids).
 template <typename T>
 bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices, int64_t count,
-                 T *out, std::string &error) {
-  return embedding(table, tableShape[0], tableShape[1], indices, count, out, error);
+                 T *out, const IndexPlace &place, std::string &error) {
+  return embedding(table, tableShape[0], tableShape[1], indices, count, out, place, error);
 }
 template <typename T>
 bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy, const Shape &tableShape,
-                     T *table, std::string &error) {
-  return embeddingGrad(indices, count, dy, tableShape[1], table, tableShape[0], error);
+                     T *table, const IndexPlace &place, std::string &error) {
+  return embeddingGrad(indices, count, dy, tableShape[1], table, tableShape[0], place, error);
 }
 
 /// graph.cross_entropy: the sum over positions of `logits` (classes last).
 template <typename T>
 bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets, T *loss,
-                    std::string &error) {
+                    const IndexPlace &place, std::string &error) {
   int64_t classes = logitsShape.back();
   return crossEntropy(logits, targets, sbprt::numElements(logitsShape) / classes, classes, loss,
-                      error);
+                      place, error);
 }
 template <typename T>
 bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
-                        const T *lossGrad, T *dlogits, std::string &error) {
+                        const T *lossGrad, T *dlogits, const IndexPlace &place,
+                        std::string &error) {
   int64_t classes = logitsShape.back();
   return crossEntropyGrad(logits, targets, static_cast<float>(*lossGrad),
-                          sbprt::numElements(logitsShape) / classes, classes, dlogits, error);
+                          sbprt::numElements(logitsShape) / classes, classes, dlogits, place,
+                          error);
 }
 
 } // namespace sbprt::cpu

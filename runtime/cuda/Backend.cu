@@ -157,7 +157,8 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
 }
 
 bool checkIds(const int64_t *ids, int64_t count, int64_t limit, const char *what,
-              const char *unit, std::string &error, std::vector<int64_t> *kept) {
+              const char *unit, const IndexPlace &place, std::string &error,
+              std::vector<int64_t> *kept) {
   std::vector<int64_t> local, &host = kept ? *kept : local;
   host.resize(count);
   check(cudaMemcpyAsync(host.data(), ids, count * sizeof(int64_t), cudaMemcpyDeviceToHost,
@@ -166,8 +167,7 @@ bool checkIds(const int64_t *ids, int64_t count, int64_t limit, const char *what
   check(cudaStreamSynchronize(context().stream), "reading ids");
   for (int64_t i = 0; i < count; ++i)
     if (host[i] < 0 || host[i] >= limit) {
-      error = std::string(what) + " " + std::to_string(host[i]) + " at position " +
-              std::to_string(i) + " is out of range for " + std::to_string(limit) + " " + unit;
+      error = place.outOfRange(what, host[i], i, limit, unit);
       return false;
     }
   return true;

@@ -177,6 +177,7 @@ __device__ T blockReduce(T value, T *shared, Combine combine) {
 /// `host` when given) and checks each lies in [0, limit); false with
 /// `error` set as the CPU kernels say it.
 bool checkIds(const int64_t *ids, int64_t count, int64_t limit, const char *what,
-              const char *unit, std::string &error, std::vector<int64_t> *host = nullptr);
+              const char *unit, const IndexPlace &place, std::string &error,
+              std::vector<int64_t> *host = nullptr);
 
 } // namespace sbprt::cuda

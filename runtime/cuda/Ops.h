@@ -87,14 +87,15 @@ void concat(const std::vector<const void *> &inputs, size_t elementBytes,
             const std::vector<Shape> &shapes, int64_t axis, void *out);
 template <typename T>
 bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices,
-                 int64_t count, T *out, std::string &error);
+                 int64_t count, T *out, const IndexPlace &place, std::string &error);
 template <typename T> void causalMaskOp(const T *x, T *y, const Shape &shape, float fill);
 template <typename T>
 bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
-                    T *loss, std::string &error);
+                    T *loss, const IndexPlace &place, std::string &error);
 template <typename T>
 bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
-                        const T *lossGrad, T *dlogits, std::string &error);
+                        const T *lossGrad, T *dlogits, const IndexPlace &place,
+                        std::string &error);
 template <typename T>
 void reluGrad(const T *x, const T *dy, T *dx, int64_t n);
 template <typename T>
@@ -112,7 +113,8 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
                      T *dscale, T *dbias, const Shape &shape, float eps);
 template <typename T>
 bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy,
-                     const Shape &tableShape, T *table, std::string &error);
+                     const Shape &tableShape, T *table, const IndexPlace &place,
+                     std::string &error);
 template <typename T>
 void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
          const std::vector<int64_t> &high, T *out);

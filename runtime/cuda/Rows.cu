@@ -1042,9 +1042,9 @@ void layerNormGradOp(const T *x, const T *scale, const T *dy, T *dx,
 
 template <typename T>
 bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
-                    T *loss, std::string &error) {
+                    T *loss, const IndexPlace &place, std::string &error) {
   int64_t classes = logitsShape.back(), rows = classes ? elementsOf(logitsShape) / classes : 0;
-  if (!checkIds(targets, rows, classes, "target", "classes", error))
+  if (!checkIds(targets, rows, classes, "target", "classes", place, error))
     return false;
   auto *rowLoss = static_cast<double *>(workspace((rows ? rows : 1) * sizeof(double)));
   if (rows)
@@ -1057,9 +1057,10 @@ bool crossEntropyOp(const T *logits, const Shape &logitsShape, const int64_t *ta
 
 template <typename T>
 bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t *targets,
-                        const T *lossGrad, T *dlogits, std::string &error) {
+                        const T *lossGrad, T *dlogits, const IndexPlace &place,
+                        std::string &error) {
   int64_t classes = logitsShape.back(), rows = classes ? elementsOf(logitsShape) / classes : 0;
-  if (!checkIds(targets, rows, classes, "target", "classes", error))
+  if (!checkIds(targets, rows, classes, "target", "classes", place, error))
     return false;
   if (rows == 0)
     return true;
@@ -1071,8 +1072,8 @@ bool crossEntropyGradOp(const T *logits, const Shape &logitsShape, const int64_t
 
 template <typename T>
 bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices,
-                 int64_t count, T *out, std::string &error) {
-  if (!checkIds(indices, count, tableShape[0], "index", "table rows", error))
+                 int64_t count, T *out, const IndexPlace &place, std::string &error) {
+  if (!checkIds(indices, count, tableShape[0], "index", "table rows", place, error))
     return false;
   int64_t width = tableShape[1];
   if (count * width == 0)
@@ -1085,9 +1086,10 @@ bool embeddingOp(const T *table, const Shape &tableShape, const int64_t *indices
 
 template <typename T>
 bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy,
-                     const Shape &tableShape, T *table, std::string &error) {
+                     const Shape &tableShape, T *table, const IndexPlace &place,
+                     std::string &error) {
   std::vector<int64_t> ids;
-  if (!checkIds(indices, count, tableShape[0], "index", "table rows", error, &ids))
+  if (!checkIds(indices, count, tableShape[0], "index", "table rows", place, error, &ids))
     return false;
   int64_t width = tableShape[1];
   check(cudaMemsetAsync(table, 0, tableShape[0] * width * sizeof(T), stream()),
@@ -1133,13 +1135,14 @@ bool embeddingGradOp(const int64_t *indices, int64_t count, const T *dy,
   template void layerNormOp(const T *, const T *, const T *, T *, const Shape &, float);       \
   template void layerNormGradOp(const T *, const T *, const T *, T *, T *, T *, const Shape &, \
                                 float);                                                        \
-  template bool crossEntropyOp(const T *, const Shape &, const int64_t *, T *, std::string &); \
+  template bool crossEntropyOp(const T *, const Shape &, const int64_t *, T *,                \
+                               const IndexPlace &, std::string &);                             \
   template bool crossEntropyGradOp(const T *, const Shape &, const int64_t *, const T *, T *,  \
-                                   std::string &);                                             \
+                                   const IndexPlace &, std::string &);                         \
   template bool embeddingOp(const T *, const Shape &, const int64_t *, int64_t, T *,           \
-                            std::string &);                                                    \
+                            const IndexPlace &, std::string &);                                \
   template bool embeddingGradOp(const int64_t *, int64_t, const T *, const Shape &, T *,       \
-                                std::string &);
+                                const IndexPlace &, std::string &);
 
 SBPRT_CUDA_ROWS(float)
 SBPRT_CUDA_ROWS(bf16)

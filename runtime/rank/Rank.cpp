@@ -469,6 +469,13 @@ void Rank::zeroPad(size_t axis, int64_t dim, Sbp::Reduce reduce, const void *in,
         error);
 }
 
+IndexPlace Rank::placeOf(IndexPlace place, const NdSbp &layout) const {
+  Block block = blockOf(info_.mesh, layout, place.shape, rank_);
+  place.block = std::move(block.sizes);
+  place.offsets = std::move(block.offsets);
+  return place;
+}
+
 void Rank::keepOne(size_t axis, const void *in, int64_t elements, size_t elementBytes,
                    void *out) {
   std::string error;

@@ -143,6 +143,10 @@ public:
   /// B -> P(sum) on `axis`: coordinate 0 keeps `in`, the others hold zeros.
   void keepOne(size_t axis, const void *in, int64_t elements, size_t elementBytes, void *out);
 
+  /// `place`, of ids laid out as `layout`, with this rank's block of them
+  /// (its shape and where it starts), for a message naming a bad id.
+  IndexPlace placeOf(IndexPlace place, const NdSbp &layout) const;
+
   /// Ends the whole job: prints "rank R failed in OP: message".
   [[noreturn]] void fail(const std::string &message);
   void check(bool ok, const std::string &error) {

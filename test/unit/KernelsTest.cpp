@@ -12,6 +12,7 @@
 #include <random>
 
 using namespace sbprt::cpu;
+using sbprt::IndexPlace;
 
 namespace {
 
@@ -65,10 +66,10 @@ Expected tabulate(const Shape &shape, const std::function<double(const Shape &)>
   return result;
 }
 
-/// Expects a failed call whose error (set by then) mentions the offending value.
-void expectOutOfRange(bool ok, const std::string &error, int64_t bad) {
+/// Expects a failed call whose error (set by then) is `want`.
+void expectOutOfRange(bool ok, const std::string &error, const std::string &want) {
   EXPECT_FALSE(ok);
-  EXPECT_NE(error.find(std::to_string(bad)), std::string::npos) << error;
+  EXPECT_EQ(error, want);
 }
 
 /// Expects |got - want| <= rtol * scale element-wise, where scale is |want|
@@ -555,17 +556,24 @@ TEST(KernelsTest, Embedding) {
   std::vector<int64_t> ids = {4, 0, 2, 2};
   Values out(ids.size() * width);
   std::string error;
-  ASSERT_TRUE(embedding(table.data(), rows, width, ids.data(), ids.size(), out.data(), error))
+  IndexPlace place{{4}};
+  ASSERT_TRUE(
+      embedding(table.data(), rows, width, ids.data(), ids.size(), out.data(), place, error))
       << error;
   Expected want =
       tabulate({4, width}, [&](const Shape &i) { return table[ids[i[0]] * width + i[1]]; });
   expectClose(out, want, 0.0);
 
+  // Named where they lie in what the user gave: the second row of a
+  // rank's 1x3 block that starts at row 2 of the 4x3 input.
+  IndexPlace input{{1, 3}, {2, 0}, {4, 3}, {}, {}, "input 'ids'"};
   for (int64_t bad : {rows, int64_t(9), int64_t(-3)}) {
     std::vector<int64_t> badIds = {1, bad, 0};
-    expectOutOfRange(
-        embedding(table.data(), rows, width, badIds.data(), badIds.size(), out.data(), error),
-        error, bad);
+    expectOutOfRange(embedding(table.data(), rows, width, badIds.data(), badIds.size(),
+                               out.data(), input, error),
+                     error,
+                     "index " + std::to_string(bad) +
+                         " at [2, 1] of input 'ids' is out of range for 5 table rows");
   }
 }
 
@@ -590,7 +598,9 @@ TEST(KernelsTest, CrossEntropy) {
   std::vector<int64_t> targets = {3, 0, 4, 1};
   float loss = 0.0f;
   std::string error;
-  ASSERT_TRUE(crossEntropy(logits.data(), targets.data(), rows, classes, &loss, error)) << error;
+  IndexPlace place{{rows}};
+  ASSERT_TRUE(crossEntropy(logits.data(), targets.data(), rows, classes, &loss, place, error))
+      << error;
   double want = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0.0;
@@ -602,8 +612,9 @@ TEST(KernelsTest, CrossEntropy) {
 
   for (int64_t bad : {classes, int64_t(-1)}) {
     std::vector<int64_t> badTargets = {0, 1, bad, 2};
-    expectOutOfRange(crossEntropy(logits.data(), badTargets.data(), rows, classes, &loss, error),
-                     error, bad);
+    expectOutOfRange(
+        crossEntropy(logits.data(), badTargets.data(), rows, classes, &loss, place, error), error,
+        "target " + std::to_string(bad) + " at [2] is out of range for 5 classes");
   }
 }
 

@@ -91,6 +91,26 @@ TEST(LayoutTest, BlocksNestOuterAxisFirst) {
   EXPECT_EQ((std::vector<int64_t>{8, 2}), block.sizes);
 }
 
+TEST(LayoutTest, IndexPlacesNameTheInputsElement) {
+  // Rank 1 of [S(0)] on dp=2 holds rows 2..3 of the 4x8 ids: its element
+  // 13 is row 3, column 5.
+  IndexPlace place{{2, 8}, {2, 0}, {4, 8}, {}, {}, "input 'tokens'"};
+  EXPECT_EQ("[3, 5] of input 'tokens'", place.describe(13));
+  EXPECT_EQ("[2, 0] of input 'tokens'", place.describe(0));
+  // The same ids as micro-batch 1 of 2 of an 8x8 input: rows 1, 3, 5, 7
+  // (reshaped to 4x2x8, sliced [:, 1:2, :], reshaped to 4x8). Its row 3
+  // is the input's row 7.
+  place.slices = {{{4, 1, 8}, {4, 2, 8}, {0, 1, 0}}};
+  place.originShape = {8, 8};
+  EXPECT_EQ("[7, 5] of input 'tokens'", place.describe(13));
+  EXPECT_EQ("[5, 0] of input 'tokens'", place.describe(0));
+  // A block that is the whole of ids the graph computed.
+  EXPECT_EQ("[1, 2]", (IndexPlace{{2, 3}}.describe(5)));
+  EXPECT_EQ("position 5", IndexPlace{}.describe(5));
+  EXPECT_EQ("target 9 at [1] is out of range for 4 classes",
+            (IndexPlace{{2}}.outOfRange("target", 9, 1, 4, "classes")));
+}
+
 TEST(LayoutTest, DistributeThenAssembleIsIdentity) {
   Tensor global = dyadicTensor({4, 8}, 7);
   for (const Mesh &mesh : {Mesh{{"x"}, {4}}, Mesh{{"a", "b"}, {2, 2}}}) {

@@ -30,6 +30,53 @@ void ExecDialect::initialize() {
 
 bool sbpc::exec::isProgram(Operation *fn) { return fn->hasAttr(kProgramRanks); }
 
+DictionaryAttr sbpc::exec::indexPlaceAttr(MLIRContext *ctx, const sbprt::IndexPlace &place,
+                                          const sbprt::NdSbp &layout) {
+  Builder b(ctx);
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("shape", b.getDenseI64ArrayAttr(place.shape)),
+      b.getNamedAttr("layout", sbp::NdSbpAttr::get(ctx, layout))};
+  if (!place.origin.empty()) {
+    SmallVector<Attribute> slices;
+    for (const sbprt::IndexPlace::Slice &slice : place.slices)
+      for (const std::vector<int64_t> *part : {&slice.result, &slice.source, &slice.starts})
+        slices.push_back(b.getDenseI64ArrayAttr(*part));
+    entries.push_back(b.getNamedAttr("slices", b.getArrayAttr(slices)));
+    entries.push_back(b.getNamedAttr("origin", b.getStringAttr(place.origin)));
+    entries.push_back(b.getNamedAttr("origin_shape", b.getDenseI64ArrayAttr(place.originShape)));
+  }
+  return b.getDictionaryAttr(entries);
+}
+
+std::optional<std::pair<sbprt::IndexPlace, sbprt::NdSbp>>
+sbpc::exec::parseIndexPlace(DictionaryAttr attr) {
+  auto shape = attr.getAs<DenseI64ArrayAttr>("shape");
+  auto layout = attr.getAs<sbp::NdSbpAttr>("layout");
+  if (!shape || !layout)
+    return std::nullopt;
+  sbprt::IndexPlace place;
+  place.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+  if (auto origin = attr.getAs<StringAttr>("origin")) {
+    auto slices = attr.getAs<ArrayAttr>("slices");
+    auto originShape = attr.getAs<DenseI64ArrayAttr>("origin_shape");
+    if (!slices || !originShape || slices.size() % 3)
+      return std::nullopt;
+    for (size_t i = 0; i < slices.size(); i += 3) {
+      std::vector<int64_t> parts[3];
+      for (size_t k = 0; k < 3; ++k) {
+        auto part = dyn_cast<DenseI64ArrayAttr>(slices[i + k]);
+        if (!part)
+          return std::nullopt;
+        parts[k].assign(part.asArrayRef().begin(), part.asArrayRef().end());
+      }
+      place.slices.push_back({parts[0], parts[1], parts[2]});
+    }
+    place.origin = origin.getValue().str();
+    place.originShape.assign(originShape.asArrayRef().begin(), originShape.asArrayRef().end());
+  }
+  return std::make_pair(std::move(place), layout.toLayout());
+}
+
 std::optional<sbprt::Sbp::Reduce> sbpc::exec::parseReduce(StringRef text) {
   if (text == "sum")
     return sbprt::Sbp::Reduce::Sum;

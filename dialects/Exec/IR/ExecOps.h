@@ -25,6 +25,19 @@ constexpr llvm::StringLiteral kArenaBytes = "exec.arena_bytes";
 constexpr llvm::StringLiteral kOffsets = "exec.offsets";
 constexpr llvm::StringLiteral kScratchOffset = "exec.scratch_offset";
 
+/// Op attribute set by --sbp-spmdize on the ops whose ids are checked at
+/// run time (sbpc::idsOperandOf): where the ids come from in the input the
+/// user gave and how they are laid out, for the rank's message when one is
+/// out of range. A dictionary: shape (the ids' global shape), layout, and
+/// when they come from an input, slices (three arrays a slice: result,
+/// source, starts), origin ("input 'NAME'") and origin_shape.
+constexpr llvm::StringLiteral kIndexPlace = "exec.index_place";
+mlir::DictionaryAttr indexPlaceAttr(mlir::MLIRContext *ctx, const sbprt::IndexPlace &place,
+                                    const sbprt::NdSbp &layout);
+/// The place and layout `attr` holds; nullopt when it is malformed.
+std::optional<std::pair<sbprt::IndexPlace, sbprt::NdSbp>>
+parseIndexPlace(mlir::DictionaryAttr attr);
+
 /// Whether `fn` is an exec program (spmdized).
 bool isProgram(mlir::Operation *fn);
 

@@ -35,7 +35,11 @@ def Exec_Dialect : Dialect {
     rank's mesh coordinates, read at run time: every rank with the same role
     runs the same program. `--exec-plan-memory` gives every value an offset
     in one arena per rank (`exec.offsets`, `exec.scratch_offset`) and the
-    program its size (`exec.arena_bytes`).
+    program its size (`exec.arena_bytes`). The graph ops whose ids are
+    checked at run time (embedding indices, cross-entropy targets) carry
+    `exec.index_place`: the ids' global shape and layout and, when they
+    come from an input, the static slices back to it (micro-batches), so
+    that a rank names a bad id by its place in that input.
   }];
 }
 
