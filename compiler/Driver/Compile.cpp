@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,6 +27,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <chrono>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <set>
 
 using namespace mlir;
@@ -63,88 +67,139 @@ FailureOr<std::pair<std::string, sbprt::NdSbp>> parseLayoutFlag(MLIRContext &ctx
   return std::make_pair(name.str(), layout.toLayout());
 }
 
-/// Adds `name` -> `value` to the sbp.starts dictionary of an op or argument.
-DictionaryAttr withStart(DictionaryAttr starts, StringRef name, Attribute value) {
-  NamedAttrList entries(starts);
-  entries.set(name, value);
-  return entries.getDictionary(value.getContext());
+/// What a named strategy gave a model: for each op of its function, in
+/// order, [operand layouts, result layouts] (null where it gave none), and
+/// for each argument its layout (null where none); `laidOut` false when
+/// the strategy fails on the model.
+struct StrategyLayout {
+  const char *name;
+  Seeds seeds;
+  bool laidOut = false;
+  std::vector<Attribute> ops, arguments;
+};
+
+/// Lays out a copy of `module` by `strategy`'s seeds and propagation, and
+/// records what it gave each op and argument of the model. Touches nothing
+/// but its copy: the strategies run concurrently.
+void layOutByStrategy(ModuleOp module, const ModelSignature &model, const sbprt::Mesh &mesh,
+                      const std::string &cluster, StrategyLayout &strategy,
+                      TimingScope &timing) {
+  MLIRContext *ctx = module.getContext();
+  func::FuncOp modelFn = model.func;
+  TimingScope copying = timing.nest("copy");
+  OwningOpRef<ModuleOp> copy = module.clone();
+  auto fn = copy->lookupSymbol<func::FuncOp>(modelFn.getSymName());
+  auto meshOp = *copy->getOps<sbp::MeshOp>().begin();
+  bool seeded = true;
+  ArgAttrEdits copyAttrs(fn);
+  for (const ModelArgument &given : model.arguments) {
+    unsigned number = given.value.getArgNumber();
+    auto seed = strategy.seeds.arguments.find(given.name);
+    if (seed == strategy.seeds.arguments.end() || copyAttrs.get(number, sbp::kArgLayout))
+      continue; // the user's --layout seeds stay
+    seeded &= sbp::checkValueLayout(mesh, seed->second, fn.getArgument(number)).empty();
+    copyAttrs.set(number, sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
+  }
+  copyAttrs.apply();
+  copying.stop();
+  if (!seeded)
+    return;
+  if (strategy.seeds.residualStream)
+    pinResidualStream(fn, meshOp, *strategy.seeds.residualStream);
+  {
+    TimingScope propagating = timing.nest("propagate");
+    PassManager pm(ctx);
+    pm.enableVerifier(false); // a scratch copy: only its layouts are read
+    sbp::SbpPropagateOptions propagate;
+    propagate.cluster = cluster;
+    pm.addPass(sbp::createSbpPropagate(propagate));
+    if (failed(pm.run(*copy)))
+      return;
+  }
+  // The copy's ops in the model's order, less the pins the strategy added.
+  TimingScope recording = timing.nest("record");
+  Block &laidOut = fn.getBody().front();
+  auto next = laidOut.begin();
+  for (Operation &op : modelFn.getBody().front().without_terminator()) {
+    while (next != laidOut.end() && isa<sbp::ConstraintOp>(*next) && !isa<sbp::ConstraintOp>(op))
+      ++next;
+    if (next == laidOut.end() || next->getName() != op.getName())
+      return;
+    auto operands = next->getAttrOfType<ArrayAttr>(sbp::kOperandLayouts);
+    auto results = next->getAttrOfType<ArrayAttr>(sbp::kResultLayouts);
+    strategy.ops.push_back(operands && results ? ArrayAttr::get(ctx, {operands, results})
+                                               : Attribute());
+    ++next;
+  }
+  for (BlockArgument arg : modelFn.getArguments())
+    strategy.arguments.push_back(fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout));
+  strategy.laidOut = true;
+  recording.stop();
+  TimingScope discarding = timing.nest("discard the copy");
+  copy = nullptr;
+}
+
+/// `name` -> each laid-out strategy's `entry(strategy)`, or null if none has one.
+DictionaryAttr startsOf(MLIRContext *ctx, const std::vector<StrategyLayout> &strategies,
+                        llvm::function_ref<Attribute(const StrategyLayout &)> entry) {
+  NamedAttrList starts;
+  for (const StrategyLayout &strategy : strategies)
+    if (strategy.laidOut)
+      if (Attribute value = entry(strategy))
+        starts.append(strategy.name, value);
+  return starts.empty() ? DictionaryAttr() : starts.getDictionary(ctx);
 }
 
 /// For --strategy auto on a training step: lays out a copy of `module` by each named strategy
-/// that applies to the mesh (its seeds, then propagation) and marks what
+/// that applies to the mesh (its seeds, then propagation; the strategies
+/// concurrently, each on its own copy) and marks what
 /// each gave every op and free argument of the model (sbp::kStarts), for
 /// the search to start from. A strategy that fails on the model is left
 /// out, silently: the search does not need it.
 void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbprt::Mesh &mesh,
-                        const std::string &cluster) {
+                        const std::string &cluster, TimingScope &timing) {
   MLIRContext *ctx = module.getContext();
   func::FuncOp modelFn = model.func;
+  std::vector<StrategyLayout> strategies;
   for (const char *name : {"dp", "dp-tp", "tp"}) {
     std::string error;
-    std::optional<Seeds> seeds = strategySeeds(name, model, mesh, error);
-    if (!seeds)
-      continue;
-    OwningOpRef<ModuleOp> copy = module.clone();
-    auto fn = copy->lookupSymbol<func::FuncOp>(modelFn.getSymName());
-    auto meshOp = *copy->getOps<sbp::MeshOp>().begin();
-    bool seeded = true;
-    ArgAttrEdits copyAttrs(fn);
-    for (const ModelArgument &given : model.arguments) {
-      unsigned number = given.value.getArgNumber();
-      auto seed = seeds->arguments.find(given.name);
-      if (seed == seeds->arguments.end() || copyAttrs.get(number, sbp::kArgLayout))
-        continue; // the user's --layout seeds stay
-      seeded &= sbp::checkValueLayout(mesh, seed->second, fn.getArgument(number)).empty();
-      copyAttrs.set(number, sbp::kArgLayout, sbp::NdSbpAttr::get(ctx, seed->second));
-    }
-    copyAttrs.apply();
-    if (!seeded)
-      continue;
-    if (seeds->residualStream)
-      pinResidualStream(fn, meshOp, *seeds->residualStream);
-    {
-      ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-      PassManager pm(ctx);
-      pm.enableVerifier(false); // a scratch copy: only its layouts are read
-      sbp::SbpPropagateOptions propagate;
-      propagate.cluster = cluster;
-      pm.addPass(sbp::createSbpPropagate(propagate));
-      if (failed(pm.run(*copy)))
-        continue;
-    }
-    // The copy's ops in the model's order, less the pins the strategy added.
-    SmallVector<Operation *> laidOut;
-    for (Operation &op : fn.getBody().front().without_terminator())
-      laidOut.push_back(&op);
-    auto next = laidOut.begin();
-    SmallVector<std::pair<Operation *, Operation *>> pairs;
-    bool matched = true;
-    for (Operation &op : modelFn.getBody().front().without_terminator()) {
-      while (next != laidOut.end() && isa<sbp::ConstraintOp>(*next) && !isa<sbp::ConstraintOp>(op))
-        ++next;
-      if (!(matched = next != laidOut.end() && (*next)->getName() == op.getName()))
-        break;
-      pairs.push_back({&op, *next++});
-    }
-    if (!matched)
-      continue;
-    for (auto [op, copied] : pairs) {
-      auto operands = copied->getAttrOfType<ArrayAttr>(sbp::kOperandLayouts);
-      auto results = copied->getAttrOfType<ArrayAttr>(sbp::kResultLayouts);
-      if (operands && results)
-        op->setAttr(sbp::kStarts,
-                    withStart(op->getAttrOfType<DictionaryAttr>(sbp::kStarts), name,
-                              ArrayAttr::get(ctx, {operands, results})));
-    }
-    ArgAttrEdits marks(modelFn);
-    for (BlockArgument arg : modelFn.getArguments())
-      if (Attribute layout = fn.getArgAttr(arg.getArgNumber(), sbp::kArgLayout))
-        marks.set(arg.getArgNumber(), sbp::kStarts,
-                  withStart(dyn_cast_or_null<DictionaryAttr>(
-                                marks.get(arg.getArgNumber(), sbp::kStarts)),
-                            name, layout));
-    marks.apply();
+    if (std::optional<Seeds> seeds = strategySeeds(name, model, mesh, error))
+      strategies.push_back({name, std::move(*seeds)});
   }
+  {
+    // A pass manager's run adds its passes' dialects to the context's
+    // registry, unless they are there: put them there before the threads.
+    DialectRegistry dialects;
+    sbp::createSbpPropagate()->getDependentDialects(dialects);
+    ctx->appendDialectRegistry(dialects);
+    ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+    std::vector<TimingScope> scopes;
+    for (const StrategyLayout &strategy : strategies)
+      scopes.push_back(timing.nest(strategy.name));
+    parallelFor(ctx, 0, strategies.size(), [&](size_t i) {
+      layOutByStrategy(module, model, mesh, cluster, strategies[i], scopes[i]);
+    });
+  }
+#ifdef __GLIBC__
+  // The copies were freed in the pool's threads, whose malloc arenas the
+  // rest of the compile does not reuse: give their pages back.
+  malloc_trim(0);
+#endif
+  TimingScope marking = timing.nest("mark");
+  size_t i = 0;
+  for (Operation &op : modelFn.getBody().front().without_terminator()) {
+    if (DictionaryAttr starts =
+            startsOf(ctx, strategies, [&](const StrategyLayout &s) { return s.ops[i]; }))
+      op.setAttr(sbp::kStarts, starts);
+    ++i;
+  }
+  ArgAttrEdits marks(modelFn);
+  for (BlockArgument arg : modelFn.getArguments())
+    if (DictionaryAttr starts = startsOf(ctx, strategies, [&](const StrategyLayout &s) {
+          return s.arguments[arg.getArgNumber()];
+        }))
+      marks.set(arg.getArgNumber(), sbp::kStarts, starts);
+  marks.apply();
 }
 
 /// Why an input's seed cannot hold within each of `microBatches`
@@ -315,7 +370,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     if (startFromStrategies) {
       auto marking = std::chrono::steady_clock::now();
       TimingScope starting = timing.nest("named strategies to start the search from");
-      markStrategyStarts(*module, *model, *mesh, command.cluster);
+      markStrategyStarts(*module, *model, *mesh, command.cluster, starting);
       starting.stop();
       startsSeconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - marking).count();
