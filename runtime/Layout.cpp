@@ -278,7 +278,7 @@ int64_t flatten(const std::vector<int64_t> &index, const std::vector<int64_t> &s
 } // namespace
 
 std::string IndexPlace::describe(int64_t position) const {
-  if (block.empty())
+  if (block.empty() && shape.empty() && origin.empty())
     return "position " + std::to_string(position);
   const std::vector<int64_t> &global = shape.empty() ? block : shape;
   std::vector<int64_t> index = unflatten(position, block);
@@ -292,6 +292,8 @@ std::string IndexPlace::describe(int64_t position) const {
     flat = flatten(index, slice.source);
   }
   index = unflatten(flat, originShape.empty() ? global : originShape);
+  if (index.empty()) // one id, a scalar
+    return origin.empty() ? "position 0" : origin;
   std::string text = "[";
   for (size_t d = 0; d < index.size(); ++d)
     text += (d ? ", " : "") + std::to_string(index[d]);

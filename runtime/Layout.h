@@ -142,7 +142,8 @@ struct IndexPlace {
   std::string origin;               // "input 'tokens'", or empty when not an input
 
   /// "[3, 5] of input 'tokens'": where the block's element `position`
-  /// (row-major) lies.
+  /// (row-major) lies; "input 'x'" for a scalar input's one id; "position
+  /// N" when nothing is known of the place (all empty).
   std::string describe(int64_t position) const;
   /// "index 77 at [3, 5] of input 'tokens' is out of range for 50 table
   /// rows": id `value`, the block's element `position`, not in [0, limit).

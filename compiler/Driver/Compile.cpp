@@ -83,9 +83,10 @@ struct StrategyLayout {
 /// but its copy: the strategies run concurrently.
 void layOutByStrategy(ModuleOp module, const ModelSignature &model, const sbprt::Mesh &mesh,
                       const std::string &cluster, StrategyLayout &strategy,
-                      TimingScope &timing) {
+                      TimingScope &parent) {
   MLIRContext *ctx = module.getContext();
   func::FuncOp modelFn = model.func;
+  TimingScope timing = parent.nest(strategy.name);
   TimingScope copying = timing.nest("copy");
   OwningOpRef<ModuleOp> copy = module.clone();
   auto fn = copy->lookupSymbol<func::FuncOp>(modelFn.getSymName());
@@ -173,11 +174,8 @@ void markStrategyStarts(ModuleOp module, const ModelSignature &model, const sbpr
     sbp::createSbpPropagate()->getDependentDialects(dialects);
     ctx->appendDialectRegistry(dialects);
     ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-    std::vector<TimingScope> scopes;
-    for (const StrategyLayout &strategy : strategies)
-      scopes.push_back(timing.nest(strategy.name));
     parallelFor(ctx, 0, strategies.size(), [&](size_t i) {
-      layOutByStrategy(module, model, mesh, cluster, strategies[i], scopes[i]);
+      layOutByStrategy(module, model, mesh, cluster, strategies[i], timing);
     });
   }
 #ifdef __GLIBC__

@@ -177,14 +177,16 @@ private:
     return std::to_string(cast<RankedTensorType>(value.getType()).getNumElements());
   }
   /// The sbprt::IndexPlace of `ids`, an operand of `op`: a static of the
-  /// rank's block of them in what exec.index_place says, or the block
-  /// alone without one; failure when it is malformed.
+  /// rank's block of them in what exec.index_place says, or without one
+  /// (exec IR not from --sbp-spmdize) the block, said to be the rank's;
+  /// failure when it is malformed.
   FailureOr<std::string> indexPlace(Operation *op, Value ids) {
     std::string name = "place" + std::to_string(places++);
     std::string block = list(cast<RankedTensorType>(ids.getType()).getShape());
     auto attr = op->getAttr(ex::kIndexPlace);
     if (!attr) {
-      line("static const sbprt::IndexPlace " + name + "{" + block + "};");
+      line("static const sbprt::IndexPlace " + name + "{" + block +
+           ", {}, {}, {}, {}, \"this rank's block\"};");
       return name;
     }
     auto dict = dyn_cast<DictionaryAttr>(attr);

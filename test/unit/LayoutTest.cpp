@@ -107,6 +107,8 @@ TEST(LayoutTest, IndexPlacesNameTheInputsElement) {
   // A block that is the whole of ids the graph computed.
   EXPECT_EQ("[1, 2]", (IndexPlace{{2, 3}}.describe(5)));
   EXPECT_EQ("position 5", IndexPlace{}.describe(5));
+  // A scalar input's one id.
+  EXPECT_EQ("input 'step'", (IndexPlace{{}, {}, {}, {}, {}, "input 'step'"}.describe(0)));
   EXPECT_EQ("target 9 at [1] is out of range for 4 classes",
             (IndexPlace{{2}}.outOfRange("target", 9, 1, 4, "classes")));
 }

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <map>
 #include <numeric>
+#include <utility>
 #include <unordered_map>
 #include <mutex>
 #include <vector>
@@ -325,6 +326,17 @@ bool runWarp(size_t w) {
   }
 }
 
+/// The inverse of `a` modulo `n` (coprime with it): a * inverse = 1 mod n.
+uint64_t inverseModulo(uint64_t a, uint64_t n) {
+  __int128 t = 0, nextT = 1, r = n, nextR = a % n;
+  while (nextR != 0) {
+    __int128 q = r / nextR;
+    t = std::exchange(nextT, t - q * nextT);
+    r = std::exchange(nextR, r - q * nextR);
+  }
+  return static_cast<uint64_t>(t < 0 ? t + n : t);
+}
+
 /// Why no thread of the block can go on.
 std::string deadlock() {
   for (const Fiber &f : block.fibers)
@@ -464,14 +476,19 @@ void runGrid(const char *kernel, dim3 grid, dim3 shape, size_t sharedBytes, cuda
   blockDim = shape;
   // The blocks in a scrambled order, as a GPU runs them in none: a block
   // that reads what another block of the launch writes reads it unwritten
-  // (or overwritten) for about half of the pairs. Block k of the order is
-  // number (k * step + blocks / 2) mod blocks, step coprime with blocks.
+  // (or overwritten) for about half of the pairs, and half of the pairs of
+  // neighbours (block b reading block b - 1's). Consecutive blocks run
+  // `gap` (about blocks / 2, coprime with it) places apart in the order:
+  // place k runs number (k * step + blocks / 2) mod blocks, step the
+  // inverse of gap.
   uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
-  uint64_t step = blocks > 2 ? blocks / 2 + 1 : 1;
-  while (std::gcd(step, blocks) != 1)
-    ++step;
+  uint64_t gap = std::max<uint64_t>(blocks / 2, 1);
+  while (std::gcd(gap, blocks) != 1)
+    ++gap;
+  uint64_t step = inverseModulo(gap, blocks);
   for (uint64_t serial = 0; serial < blocks; ++serial) {
-    uint64_t number = static_cast<uint64_t>(((unsigned __int128)serial * step + blocks / 2) % blocks);
+    uint64_t number =
+        static_cast<uint64_t>(((unsigned __int128)serial * step + blocks / 2) % blocks);
     unsigned x = static_cast<unsigned>(number % grid.x),
              y = static_cast<unsigned>(number / grid.x % grid.y),
              z = static_cast<unsigned>(number / (uint64_t(grid.x) * grid.y));

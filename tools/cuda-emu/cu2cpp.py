@@ -69,24 +69,70 @@ def line_of(text, index):
     return text.count("\n", 0, index) + 1
 
 
+def masked(text):
+    """`text` with its comments and string and character literals blanked
+    (spaces, newlines kept), so that what they hold is never taken for code."""
+    out, i, n = list(text), 0, len(text)
+    while i < n:
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+        elif text[i] in "\"'":
+            end = i + 1
+            while end < n and text[end] != text[i] and text[end] != "\n":
+                end += 2 if text[end] == "\\" else 1
+            end = min(end + 1, n)
+        else:
+            i += 1
+            continue
+        for j in range(i, end):
+            if out[j] != "\n":
+                out[j] = " "
+        i = end
+    return "".join(out)
+
+
 def split_top_level(text):
-    """`text` split at the commas outside brackets."""
-    parts, depth, start = [], 0, 0
+    """`text` split at the commas outside brackets (and outside a template's
+    <> where not inside () or [])."""
+    parts, depth, angles, start = [], 0, 0, 0
     for i, c in enumerate(text):
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == "," and depth == 0:
+        elif c == "<" and depth == 0:
+            angles += 1
+        elif c == ">" and depth == 0 and angles:
+            angles -= 1
+        elif c == "," and depth == 0 and angles == 0:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])
     return parts
 
 
+def without_balanced(text, opening, closing):
+    """`text` less every balanced `opening`...`closing` (a struct's body)."""
+    out, depth = [], 0
+    for c in text:
+        if c == opening:
+            depth += 1
+        elif c == closing and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(c)
+    return "".join(out)
+
+
 def declared_names(declaration):
     """The variables `float a[4], b` declares: ["a", "b"]."""
-    declaration = re.sub(r"__align__\s*\([^)]*\)", " ", declaration)
+    declaration = re.sub(r"\[\[.*?\]\]", " ", declaration)
+    declaration = re.sub(r"\b(__align__|alignas)\s*\([^)]*\)", " ", declaration)
+    declaration = without_balanced(declaration, "{", "}")
     names = []
     for declarator in split_top_level(declaration):
         head = re.split(r"[\[=]", declarator, maxsplit=1)[0]
@@ -97,23 +143,39 @@ def declared_names(declaration):
     return names
 
 
+def statement_end(text, start):
+    """The index of the `;` that ends the statement at `start`, braces skipped."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+        elif text[i] == ";" and depth == 0:
+            return i
+    return -1
+
+
 def mark_shared(text):
     """Each `__shared__` declaration followed by sharedDeclared calls."""
+    code = masked(text)
     out, done = [], 0
-    for match in re.finditer(r"\b__shared__\b", text):
-        if match.start() < done:
-            continue
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        prefix = text[line_start:match.start()]
-        if "//" in prefix or prefix.lstrip().startswith("#"):
-            continue
-        end = text.find(";", match.end())
+    for match in re.finditer(r"\b__shared__\b", code):
+        line_start = code.rfind("\n", 0, match.start()) + 1
+        if code[line_start:match.start()].lstrip().startswith("#"):
+            continue  # a macro's definition
+        where = f"line {line_of(text, match.start())}"
+        statement_start = max(code.rfind(c, 0, match.start()) for c in ";{}") + 1
+        if re.search(r"\bextern\b", code[statement_start:match.start()]):
+            raise LaunchError(f"{where}: extern __shared__ (dynamic shared memory) is not "
+                              "emulated")
+        end = statement_end(code, match.end())
         if end < 0:
-            raise LaunchError(f"line {line_of(text, match.start())}: no ; after __shared__")
+            raise LaunchError(f"{where}: no ; after __shared__")
         try:
-            names = declared_names(text[match.end():end])
+            names = declared_names(code[match.end():end])
         except LaunchError as e:
-            raise LaunchError(f"line {line_of(text, match.start())}: {e}")
+            raise LaunchError(f"{where}: {e}")
         calls = "".join(f" ::sbpc_emu::sharedDeclared(&{n}, sizeof({n}));" for n in names)
         out.append(text[done:end + 1] + calls)
         done = end + 1
@@ -122,28 +184,24 @@ def mark_shared(text):
 
 
 def rewrite(text):
+    code = masked(text)
     out, done = [], 0
     while True:
-        launch = text.find("<<<", done)
+        launch = code.find("<<<", done)
         if launch < 0:
             out.append(text[done:])
             return "".join(out)
-        line_start = text.rfind("\n", 0, launch) + 1
-        if "//" in text[line_start:launch]:
-            out.append(text[done:launch + 3])
-            done = launch + 3
-            continue
         try:
-            start = kernel_start(text, launch)
-            config_end = text.find(">>>", launch)
+            start = kernel_start(code, launch)
+            config_end = code.find(">>>", launch)
             if config_end < 0:
                 raise LaunchError("no >>> after <<<")
             args_start = config_end + 3
-            while args_start < len(text) and text[args_start].isspace():
+            while args_start < len(code) and code[args_start].isspace():
                 args_start += 1
-            if text[args_start:args_start + 1] != "(":
+            if code[args_start:args_start + 1] != "(":
                 raise LaunchError("no ( after >>>")
-            args_end = matching_forwards(text, args_start, "(", ")")
+            args_end = matching_forwards(code, args_start, "(", ")")
         except LaunchError as e:
             raise LaunchError(f"line {line_of(text, launch)}: {e}")
         kernel = text[start:launch].rstrip()

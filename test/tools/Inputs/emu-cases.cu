@@ -150,6 +150,10 @@ int main(int argc, char **argv) {
     status("launch");
     print("out", hostFloats(out, 4));
     print("previous", hostFloats(previous, 4));
+    cudaMalloc(reinterpret_cast<void **>(&out), 7 * sizeof(float));
+    cudaMalloc(reinterpret_cast<void **>(&previous), 7 * sizeof(float));
+    previousBlock<<<7, 1>>>(out, previous);
+    print("previous of 7", hostFloats(previous, 7));
   } else if (name == "misaligned-load") {
     float *x = deviceFloats({1, 2, 3, 4, 5, 6, 7, 8}), *out = deviceFloats({0});
     loadFour<<<1, 1>>>(x, out);
