@@ -7,6 +7,7 @@
 // a failure names the op and where it came from.
 #include "compiler/Target/Emitter.h"
 
+#include "compiler/Sbp/IndexPlaces.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -422,6 +423,14 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
     line("r.check(" + call + ", error);");
     return success();
   };
+  // The ops whose ids are checked name a bad one by its place.
+  std::string place;
+  if (OpOperand *ids = sbpc::idsOperandOf(op)) {
+    FailureOr<std::string> name = indexPlace(op, ids->get());
+    if (failed(name))
+      return failure();
+    place = *name;
+  }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ConstantOp o) -> LogicalResult {
         auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
@@ -512,13 +521,10 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            elementBytes(o.getResult()), shapes, o.getAxis(), ref(o.getResult())));
         return success();
       })
-      .Case([&](EmbeddingOp o) -> LogicalResult {
-        FailureOr<std::string> place = indexPlace(o, o.getIndices());
-        if (failed(place))
-          return failure();
+      .Case([&](EmbeddingOp o) {
         return checked(llvm::formatv("kernels::embeddingOp({0}, {1}, {2}, {3}, {4}, {5}, error)",
                                      ref(o.getTable()), shape(o.getTable()), ref(o.getIndices()),
-                                     elements(o.getIndices()), ref(o.getResult()), *place));
+                                     elements(o.getIndices()), ref(o.getResult()), place));
       })
       .Case([&](CausalMaskOp o) {
         line(llvm::formatv("kernels::causalMaskOp({0}, {1}, {2}, {3});", ref(o.getInput()),
@@ -531,22 +537,16 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            ref(o.getResult()), shape(o.getResult())));
         return success();
       })
-      .Case([&](CrossEntropyOp o) -> LogicalResult {
-        FailureOr<std::string> place = indexPlace(o, o.getTargets());
-        if (failed(place))
-          return failure();
+      .Case([&](CrossEntropyOp o) {
         return checked(llvm::formatv("kernels::crossEntropyOp({0}, {1}, {2}, {3}, {4}, error)",
                                      ref(o.getLogits()), shape(o.getLogits()),
-                                     ref(o.getTargets()), ref(o.getResult()), *place));
+                                     ref(o.getTargets()), ref(o.getResult()), place));
       })
-      .Case([&](CrossEntropyGradOp o) -> LogicalResult {
-        FailureOr<std::string> place = indexPlace(o, o.getTargets());
-        if (failed(place))
-          return failure();
+      .Case([&](CrossEntropyGradOp o) {
         return checked(llvm::formatv(
             "kernels::crossEntropyGradOp({0}, {1}, {2}, {3}, {4}, {5}, error)", ref(o.getLogits()),
             shape(o.getLogits()), ref(o.getTargets()), ref(o.getLossGrad()), ref(o.getResult()),
-            *place));
+            place));
       })
       .Case([&](ReluGradOp o) {
         line(llvm::formatv("kernels::reluGrad({0}, {1}, {2}, {3});", ref(o.getInput()),
@@ -571,14 +571,11 @@ LogicalResult Emitter::emitGraphOp(Operation *op) {
                            shape(o.getInput()), floatLiteral(o.getEps().convertToDouble())));
         return success();
       })
-      .Case([&](EmbeddingGradOp o) -> LogicalResult {
-        FailureOr<std::string> place = indexPlace(o, o.getIndices());
-        if (failed(place))
-          return failure();
+      .Case([&](EmbeddingGradOp o) {
         return checked(llvm::formatv(
             "kernels::embeddingGradOp({0}, {1}, {2}, {3}, {4}, {5}, error)", ref(o.getIndices()),
             elements(o.getIndices()), ref(o.getGrad()), shape(o.getResult()), ref(o.getResult()),
-            *place));
+            place));
       })
       .Case([&](PadOp o) {
         line(llvm::formatv("kernels::pad({0}, {1}, {2}, {3}, {4});", ref(o.getInput()),
