@@ -299,12 +299,14 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         return success();
       })
       .Case([&](ex::SendOp o) {
-        line(llvm::formatv("r.comm().send({0}, {1}, {2}, {3});", o.getPeer(), ref(o.getInput()),
+        line(llvm::formatv("r.comm().send(r.comm().rankAt({0}, {1}), {2}, {3}, {4});",
+                           o.getAxis(), o.getPeer(), ref(o.getInput()),
                            ex::valueBytes(o.getInput()), o.getTag()));
         return success();
       })
       .Case([&](ex::RecvOp o) {
-        line(llvm::formatv("r.comm().recv({0}, {1}, {2}, {3});", o.getPeer(), ref(o.getResult()),
+        line(llvm::formatv("r.comm().recv(r.comm().rankAt({0}, {1}), {2}, {3}, {4});",
+                           o.getAxis(), o.getPeer(), ref(o.getResult()),
                            ex::valueBytes(o.getResult()), o.getTag()));
         return success();
       })

@@ -179,6 +179,11 @@ LogicalResult differentiate(func::FuncOp fn, StringRef lossName, StringRef recom
   fn.setAllResultAttrs(resultAttrs);
   if (recomputeMode != "none")
     addRecomputation(fn, forward, recomputeMode == "selective");
+  // Every op made here, recomputed forward ops too, is the backward's.
+  llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
+  for (Operation &op : fn.getBody().front().without_terminator())
+    if (!isForward.contains(&op))
+      op.setAttr(GraphDialect::kBackwardAttr, b.getUnitAttr());
   // Gradients nobody needs (of inputs, of unused branches) go.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(fn.getBody().front())))
     if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() && isPure(&op))

@@ -59,6 +59,8 @@ public:
   const Mesh &mesh() const { return mesh_; }
   /// This rank's coordinate on `axis` (its position in that axis's group).
   int64_t coordinate(size_t axis) const;
+  /// The rank with this rank's coordinates but `coordinate` on `axis`.
+  int64_t rankAt(size_t axis, int64_t coordinate) const;
 
   // Every collective runs on the group of ranks that differ from this one
   // only along `axis` (Mesh::group), in coordinate order. `scratch` has at

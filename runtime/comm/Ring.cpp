@@ -76,4 +76,10 @@ Communicator::~Communicator() = default;
 
 int64_t Communicator::coordinate(size_t axis) const { return mesh_.coordinates(rank())[axis]; }
 
+int64_t Communicator::rankAt(size_t axis, int64_t coordinate) const {
+  std::vector<int64_t> coordinates = mesh_.coordinates(rank());
+  coordinates[axis] = coordinate;
+  return mesh_.rankOf(coordinates);
+}
+
 } // namespace sbprt::comm

@@ -113,11 +113,11 @@ func.func @accumulate() attributes {exec.ranks = array<i64: 0, 1>} {
 sbp.mesh @m axes ["pp"] shape [2]
 func.func @first() attributes {exec.ranks = array<i64: 0>} {
   %w = exec.load "param" "w" global [8, 4] [B] : tensor<8x4xf32>
-  exec.send %w to 1 tag 0 : tensor<8x4xf32>
+  exec.send %w axis 0 to 1 tag 0 : tensor<8x4xf32>
   return
 }
 func.func @second() attributes {exec.ranks = array<i64: 1>} {
-  %w = exec.recv from 0 tag 0 : tensor<8x4xf32>
+  %w = exec.recv axis 0 from 0 tag 0 : tensor<8x4xf32>
   exec.store %w "w" global [8, 4] [B] : tensor<8x4xf32>
   return
 }
@@ -125,4 +125,4 @@ func.func @second() attributes {exec.ranks = array<i64: 1>} {
 // CHECK-LABEL: func.func @first()
 // CHECK: exec.send {{.*}} : tensor<8x4xbf16>
 // CHECK-LABEL: func.func @second()
-// CHECK: exec.recv from 0 tag 0 : tensor<8x4xbf16>
+// CHECK: exec.recv axis 0 from 0 tag 0 : tensor<8x4xbf16>

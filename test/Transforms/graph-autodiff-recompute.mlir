@@ -18,11 +18,11 @@
 // FULL: %[[A:.*]] = graph.relu %{{.*}} {graph.region = "b0"}
 // FULL: graph.reduce_sum
 // FULL: graph.broadcast
-// FULL-NEXT: %[[Y:.*]] = graph.matmul %[[A]], %arg1 {graph.region = "b1"}
-// FULL-NEXT: %[[Z:.*]] = graph.mul %[[Y]], %[[Y]] {graph.region = "b1", graph.selective}
+// FULL-NEXT: %[[Y:.*]] = graph.matmul %[[A]], %arg1 {graph.backward, graph.region = "b1"}
+// FULL-NEXT: %[[Z:.*]] = graph.mul %[[Y]], %[[Y]] {graph.backward, graph.region = "b1", graph.selective}
 // FULL-NEXT: graph.relu_grad %[[Z]]
 // FULL-NEXT: graph.mul %{{.*}}, %[[Y]]
-// FULL: %[[H:.*]] = graph.matmul %arg0, %arg1 {graph.region = "b0"}
+// FULL: %[[H:.*]] = graph.matmul %arg0, %arg1 {graph.backward, graph.region = "b0"}
 // FULL-NEXT: graph.relu_grad %[[H]]
 
 // Selective: only ops marked graph.selective, here the square and its
@@ -30,7 +30,7 @@
 // kept.
 // SEL: %[[Y:.*]] = graph.matmul %{{.*}}, %arg1 {graph.region = "b1"}
 // SEL: graph.broadcast
-// SEL-NEXT: %[[Z:.*]] = graph.mul %[[Y]], %[[Y]] {graph.region = "b1", graph.selective}
+// SEL-NEXT: %[[Z:.*]] = graph.mul %[[Y]], %[[Y]] {graph.backward, graph.region = "b1", graph.selective}
 // SEL-NEXT: graph.relu_grad %[[Z]]
 // SEL-NEXT: graph.mul %{{.*}}, %[[Y]]
 // SEL-NOT: graph.region

@@ -5,12 +5,12 @@
 // twice (b) gets the sum of both gradients.
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME: -> (tensor<f32> {graph.output = "loss"}, tensor<3x2xf32> {graph.output = "grad.w"}, tensor<2xf32> {graph.output = "grad.b"})
-// CHECK: %[[ONE:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
-// CHECK: %[[G:.*]] = graph.broadcast %{{.*}} : (tensor<1x1xf32>) -> tensor<4x2xf32>
-// CHECK: %[[SUM:.*]] = graph.reduce_sum %[[G]] dims [0] keepdims : (tensor<4x2xf32>) -> tensor<1x2xf32>
-// CHECK: %[[DB2:.*]] = graph.reshape %[[SUM]] : (tensor<1x2xf32>) -> tensor<2xf32>
-// CHECK: %[[DB:.*]] = graph.add %{{.*}}, %[[DB2]] : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-// CHECK: %[[DW:.*]] = graph.matmul %arg0, %[[G]] transpose_lhs : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+// CHECK: %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[G:.*]] = graph.broadcast %{{.*}} {graph.backward} : (tensor<1x1xf32>) -> tensor<4x2xf32>
+// CHECK: %[[SUM:.*]] = graph.reduce_sum %[[G]] dims [0] keepdims {graph.backward} : (tensor<4x2xf32>) -> tensor<1x2xf32>
+// CHECK: %[[DB2:.*]] = graph.reshape %[[SUM]] {graph.backward} : (tensor<1x2xf32>) -> tensor<2xf32>
+// CHECK: %[[DB:.*]] = graph.add %{{.*}}, %[[DB2]] {graph.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK: %[[DW:.*]] = graph.matmul %arg0, %[[G]] transpose_lhs {graph.backward} : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
 // CHECK: return %{{.*}}, %[[DW]], %[[DB]]
 func.func @linear(%x: tensor<4x3xf32> {graph.input = "x"},
                   %w: tensor<3x2xf32> {graph.param = "w"},
@@ -31,13 +31,13 @@ func.func @linear(%x: tensor<4x3xf32> {graph.input = "x"},
 // used transposed, the product comes out transposed too.
 // CHECK-LABEL: func.func @batched
 // CHECK: %[[G:.*]] = graph.broadcast %{{.*}} -> tensor<2x4x2xf32>
-// CHECK-DAG: %[[X2:.*]] = graph.reshape %arg0 : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
-// CHECK-DAG: %[[G2:.*]] = graph.reshape %[[G]] : (tensor<2x4x2xf32>) -> tensor<8x2xf32>
-// CHECK: %[[DV:.*]] = graph.matmul %[[G2]], %[[X2]] transpose_lhs : (tensor<8x2xf32>, tensor<8x3xf32>) -> tensor<2x3xf32>
-// CHECK-DAG: %[[X3:.*]] = graph.reshape %arg0 : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
-// CHECK-DAG: %[[G3:.*]] = graph.reshape %[[G]] : (tensor<2x4x2xf32>) -> tensor<8x2xf32>
-// CHECK: %[[DW:.*]] = graph.matmul %[[X3]], %[[G3]] transpose_lhs : (tensor<8x3xf32>, tensor<8x2xf32>) -> tensor<3x2xf32>
-// CHECK-NOT: graph.reduce_sum {{.*}} dims [0] :
+// CHECK-DAG: %[[X2:.*]] = graph.reshape %arg0 {graph.backward} : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+// CHECK-DAG: %[[G2:.*]] = graph.reshape %[[G]] {graph.backward} : (tensor<2x4x2xf32>) -> tensor<8x2xf32>
+// CHECK: %[[DV:.*]] = graph.matmul %[[G2]], %[[X2]] transpose_lhs {graph.backward} : (tensor<8x2xf32>, tensor<8x3xf32>) -> tensor<2x3xf32>
+// CHECK-DAG: %[[X3:.*]] = graph.reshape %arg0 {graph.backward} : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+// CHECK-DAG: %[[G3:.*]] = graph.reshape %[[G]] {graph.backward} : (tensor<2x4x2xf32>) -> tensor<8x2xf32>
+// CHECK: %[[DW:.*]] = graph.matmul %[[X3]], %[[G3]] transpose_lhs {graph.backward} : (tensor<8x3xf32>, tensor<8x2xf32>) -> tensor<3x2xf32>
+// CHECK-NOT: graph.reduce_sum {{.*}} dims [0] {graph.backward} :
 // CHECK: return %{{.*}}, %[[DW]], %[[DV]]
 func.func @batched(%x: tensor<2x4x3xf32> {graph.input = "x"},
                    %w: tensor<3x2xf32> {graph.param = "w"},
@@ -55,7 +55,7 @@ func.func @batched(%x: tensor<2x4x3xf32> {graph.input = "x"},
 // goes on the gradient's result, which keeps the parameter's type.
 // CHECK-LABEL: func.func @unused
 // CHECK-SAME: -> (tensor<f32> {graph.output = "loss"}, tensor<2xf32> {graph.output = "grad.a"}, tensor<2x2xf32> {graph.output = "grad.u", graph.param_shape = array<i64: 4>})
-// CHECK: %[[Z:.*]] = graph.constant dense<0.000000e+00> : tensor<2x2xf32>
+// CHECK: %[[Z:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<2x2xf32>
 // CHECK-NOT: graph.reshape
 // CHECK: return %{{.*}}, %{{.*}}, %[[Z]] : tensor<f32>, tensor<2xf32>, tensor<2x2xf32>
 func.func @unused(%a: tensor<2xf32> {graph.param = "a"},

@@ -274,21 +274,25 @@ LogicalResult BroadcastOp::verify() {
 
 LogicalResult KeepOneOp::verify() { return failure(failed(axisSize(*this, getAxis()))); }
 
-/// A peer is a rank of the job; a tag fits MPI's int.
-static LogicalResult checkPeer(Operation *op, int64_t peer, int64_t tag) {
-  FailureOr<sbprt::Mesh> mesh = meshOf(op);
-  if (failed(mesh))
+/// A peer is a coordinate of the axis other than this rank's own (which
+/// the program cannot know, but a peer of an axis of one device can only
+/// be); a tag fits MPI's guaranteed range.
+static LogicalResult checkPeer(Operation *op, int64_t axis, int64_t peer, int64_t tag) {
+  FailureOr<int64_t> p = axisSize(op, axis);
+  if (failed(p))
     return failure();
-  if (peer < 0 || peer >= mesh->numDevices())
-    return op->emitOpError() << "peer " << peer << " is not a rank of the mesh's "
-                             << mesh->numDevices();
-  if (tag < 0 || tag > std::numeric_limits<int32_t>::max())
-    return op->emitOpError() << "tag " << tag << " is out of range";
+  if (peer < 0 || peer >= *p)
+    return op->emitOpError() << "peer " << peer << " is not a coordinate of an axis of " << *p
+                             << " devices";
+  if (*p == 1)
+    return op->emitOpError() << "has no peer on an axis of one device";
+  if (tag < 0 || tag > 32767)
+    return op->emitOpError() << "tag " << tag << " is out of range (0 to 32767)";
   return success();
 }
 
-LogicalResult SendOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
-LogicalResult RecvOp::verify() { return checkPeer(*this, getPeer(), getTag()); }
+LogicalResult SendOp::verify() { return checkPeer(*this, getAxis(), getPeer(), getTag()); }
+LogicalResult RecvOp::verify() { return checkPeer(*this, getAxis(), getPeer(), getTag()); }
 
 LogicalResult ConvertOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())

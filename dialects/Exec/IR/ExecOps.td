@@ -156,17 +156,21 @@ def Exec_BroadcastOp : Exec_Op<"broadcast", [AllTypesMatch<["input", "result"]>]
 }
 
 def Exec_SendOp : Exec_Op<"send"> {
-  let summary = "sends a tensor to rank `peer` (pipeline stage boundaries)";
-  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$peer, I64Attr:$tag);
-  let assemblyFormat = "$input `to` $peer `tag` $tag attr-dict `:` type($input)";
+  let summary = "sends a tensor to the rank at coordinate `peer` of mesh axis `axis` (pipeline stages)";
+  let description = [{
+    The receiver is the rank with this rank's coordinates but `peer` on
+    `axis`; it receives with an `exec.recv` of the same tag and type.
+  }];
+  let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input `axis` $axis `to` $peer `tag` $tag attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
 def Exec_RecvOp : Exec_Op<"recv"> {
-  let summary = "receives a tensor from rank `peer`";
-  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let summary = "receives a tensor from the rank at coordinate `peer` of mesh axis `axis`";
+  let arguments = (ins I64Attr:$axis, I64Attr:$peer, I64Attr:$tag);
   let results = (outs Exec_AnyTensor:$result);
-  let assemblyFormat = "`from` $peer `tag` $tag attr-dict `:` type($result)";
+  let assemblyFormat = "`axis` $axis `from` $peer `tag` $tag attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

@@ -57,6 +57,10 @@ def Graph_Dialect : Dialect {
     - `graph.accumulate`: a `graph.add` that sums a result over micro-batches
       (`--sbp-micro-batches`: a gradient, the loss); `--exec-bf16` keeps it
       in f32, so gradient accumulation does not round at every micro-batch.
+    - `graph.backward`: an op of the backward pass (`--graph-autodiff` marks
+      every op it makes, recomputed ones included); `--sbp-pipeline` places
+      the forward ops on stages and the backward ones beside the forward
+      values they use.
   }];
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
@@ -68,6 +72,7 @@ def Graph_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRegionAttr = "graph.region";
     static constexpr ::llvm::StringLiteral kSelectiveAttr = "graph.selective";
     static constexpr ::llvm::StringLiteral kAccumulateAttr = "graph.accumulate";
+    static constexpr ::llvm::StringLiteral kBackwardAttr = "graph.backward";
   }];
 }
 

@@ -100,8 +100,35 @@ func.func @p(%x: tensor<4x6xf32>) {
 
 sbp.mesh @m axes ["a"] shape [2]
 func.func @p(%x: tensor<4x6xf32>) {
-  // expected-error @+1 {{'exec.send' op peer 2 is not a rank of the mesh's 2}}
-  exec.send %x to 2 tag 0 : tensor<4x6xf32>
+  // expected-error @+1 {{'exec.send' op peer 2 is not a coordinate of an axis of 2 devices}}
+  exec.send %x axis 0 to 2 tag 0 : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a", "b"] shape [2, 1]
+func.func @p() {
+  // expected-error @+1 {{'exec.recv' op has no peer on an axis of one device}}
+  %x = exec.recv axis 1 from 0 tag 0 : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.send' op tag 32768 is out of range (0 to 32767)}}
+  exec.send %x axis 0 to 1 tag 32768 : tensor<4x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @p(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.send' op mesh axis 1 does not exist (the mesh has 1)}}
+  exec.send %x axis 1 to 1 tag 0 : tensor<4x6xf32>
   return
 }
 

@@ -8,8 +8,8 @@
 // CHECK: exec.reduce_scatter %{{.*}} axis 1 dim 1 "max" : tensor<8x6xf32> -> tensor<8x3xf32>
 // CHECK: exec.all_to_all %{{.*}} axis 0 split 0 concat 1 : tensor<8x3xf32> -> tensor<4x6xf32>
 // CHECK: exec.broadcast %{{.*}} axis 0 root 1 : tensor<4x6xf32>
-// CHECK: exec.send %{{.*}} to 3 tag 7 : tensor<4x6xf32>
-// CHECK: exec.recv from 3 tag 7 : tensor<4x6xf32>
+// CHECK: exec.send %{{.*}} axis 0 to 1 tag 7 : tensor<4x6xf32>
+// CHECK: exec.recv axis 0 from 1 tag 7 : tensor<4x6xf32>
 // CHECK: exec.local_slice %{{.*}} axis 1 dim 0 : tensor<4x6xf32> -> tensor<2x6xf32>
 // CHECK: exec.zero_pad %{{.*}} axis 1 dim 0 "sum" : tensor<2x6xf32> -> tensor<4x6xf32>
 // CHECK: exec.keep_one %{{.*}} axis 1 : tensor<4x6xf32>
@@ -23,8 +23,8 @@ func.func @program() attributes {exec.ranks = array<i64: 0, 1, 2, 3>} {
   %s = exec.reduce_scatter %g axis 1 dim 1 "max" : tensor<8x6xf32> -> tensor<8x3xf32>
   %a = exec.all_to_all %s axis 0 split 0 concat 1 : tensor<8x3xf32> -> tensor<4x6xf32>
   %b = exec.broadcast %a axis 0 root 1 : tensor<4x6xf32>
-  exec.send %b to 3 tag 7 : tensor<4x6xf32>
-  %v = exec.recv from 3 tag 7 : tensor<4x6xf32>
+  exec.send %b axis 0 to 1 tag 7 : tensor<4x6xf32>
+  %v = exec.recv axis 0 from 1 tag 7 : tensor<4x6xf32>
   %l = exec.local_slice %v axis 1 dim 0 : tensor<4x6xf32> -> tensor<2x6xf32>
   %z = exec.zero_pad %l axis 1 dim 0 "sum" : tensor<2x6xf32> -> tensor<4x6xf32>
   %k = exec.keep_one %z axis 1 : tensor<4x6xf32>
