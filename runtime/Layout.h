@@ -40,6 +40,9 @@ std::string toString(const NdSbp &layout);
 /// The layout `toString` wrote ("[S(0), P(sum)]"), or nullopt.
 std::optional<NdSbp> parseLayout(const std::string &text);
 
+/// The name of a pipeline's axis (Mesh::isPipelineAxis).
+inline constexpr char kPipelineAxis[] = "pp";
+
 /// An N-D mesh of devices; rank r has row-major coordinates (axis 0 outermost).
 struct Mesh {
   std::vector<std::string> axes;
@@ -50,6 +53,12 @@ struct Mesh {
   int64_t rankOf(const std::vector<int64_t> &coordinates) const;
   /// The ranks that differ from `rank` only along `axis`, in axis order.
   std::vector<int64_t> group(int64_t rank, size_t axis) const;
+  /// Whether `axis` is a pipeline's (the first, named "pp"): its
+  /// coordinates are stages, each with its own program, and a value one
+  /// stage holds (laid out B on it) has no replica on the others.
+  bool isPipelineAxis(size_t axis) const {
+    return axis == 0 && !axes.empty() && axes[0] == kPipelineAxis;
+  }
 };
 
 /// Whether `layout` has both P(sum) and P(max) (which no sound per-axis

@@ -58,6 +58,9 @@ struct ProgramManifest {
     sbprt::NdSbp layout;
     /// The shape of its file (its global shape, or a reshape of it).
     std::vector<int64_t> storedShape;
+    /// The pipeline stage that writes it: its ranks' coordinate on the
+    /// mesh's first axis, pp (0 without stages).
+    int64_t stage = 0;
   };
   sbprt::Mesh mesh;
   std::vector<Load> loads;

@@ -261,6 +261,23 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     return reportError("--mesh " + command.mesh + " has " + std::to_string(mesh->numDevices()) +
                        " devices but cluster " + cluster->name + " has " +
                        std::to_string(cluster->devices));
+  // A first axis named pp is the pipeline's: its coordinates are the
+  // stages, and every stage lays the model out on the rest of the mesh (on
+  // one device where nothing is left).
+  const int64_t devices = mesh->numDevices();
+  int64_t stages = 1;
+  if (auto pp = llvm::find(mesh->axes, sbp::kPipelineAxis.str()); pp != mesh->axes.end()) {
+    if (pp != mesh->axes.begin())
+      return reportError("--mesh " + command.mesh + ": the pipeline axis '" +
+                         sbp::kPipelineAxis.str() + "' must come first (e.g. pp=2,dp=2,tp=2)");
+    stages = mesh->shape.front();
+    mesh->axes.erase(mesh->axes.begin());
+    mesh->shape.erase(mesh->shape.begin());
+    if (mesh->axes.empty()) {
+      mesh->axes = {"dp"};
+      mesh->shape = {1};
+    }
+  }
   // --timing: a tree of where the time went, printed to stderr when the
   // compile returns.
   DefaultTimingManager timingManager;
@@ -393,6 +410,12 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   sbp::SbpInsertBoxingOptions boxing;
   boxing.cluster = command.cluster;
   pm.addPass(sbp::createSbpInsertBoxing(boxing));
+  if (stages > 1) {
+    sbp::SbpPipelineStagesOptions pipeline;
+    pipeline.stages = stages;
+    pipeline.cluster = command.cluster;
+    pm.addPass(sbp::createSbpPipelineStages(pipeline));
+  }
   TimingScope layingOut = timing.nest("lay out");
   pm.enableTiming(layingOut);
   pm.enableVerifier(false);
@@ -450,7 +473,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   llvm::outs() << "wrote " << reportPath << "\n";
   if (!command.reportOnly && !command.target.empty())
     llvm::outs() << "wrote " << command.outputDir << "/bin/rank0"
-                 << (mesh->numDevices() > 1 ? ".." + std::to_string(mesh->numDevices() - 1) : "")
+                 << (devices > 1 ? ".." + std::to_string(devices - 1) : "")
                  << " and launch.sh; run them with: sbpc run " << command.outputDir
                  << (llvm::any_of(model->arguments,
                                   [](const ModelArgument &a) {

@@ -122,7 +122,11 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
         throw std::runtime_error("output '" + name + "' of shape " + sbprt::shapeToString(shape) +
                                  " stored as " + sbprt::shapeToString(stored) +
                                  ", another number of elements");
-      manifest.outputs.push_back({name, *layout, stored});
+      int64_t stage = output.value("stage", int64_t(0));
+      if (stage < 0 || (stage > 0 && stage >= manifest.mesh.shape.front()))
+        throw std::runtime_error("output '" + name + "' of stage " + std::to_string(stage) +
+                                 ", not a coordinate of the mesh's first axis");
+      manifest.outputs.push_back({name, *layout, stored, stage});
     }
   } catch (const std::exception &e) {
     // nlohmann's "[json.exception.type_error.302] type must be ..." without
@@ -255,7 +259,17 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     const sbprt::NdSbp *layout = &output.layout;
     sbprt::sim::Shards parts(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
-      std::string path = joinPath(shards, name + ".rank" + std::to_string(r) + ".npy");
+      // A pipeline's output comes from the ranks of the stage that wrote it,
+      // read as the first stage's (the layout is B on that axis).
+      int64_t writer = r;
+      if (output.stage > 0) {
+        std::vector<int64_t> coords = mesh.coordinates(r);
+        if (coords.front() != 0)
+          continue;
+        coords.front() = output.stage;
+        writer = mesh.rankOf(coords);
+      }
+      std::string path = joinPath(shards, name + ".rank" + std::to_string(writer) + ".npy");
       if (llvm::sys::fs::exists(path) && !sbprt::io::readNpy(path, parts[r], error))
         return reportError(error);
     }

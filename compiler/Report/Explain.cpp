@@ -115,8 +115,11 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     std::string layouts;
     for (const json &r : op["results"])
       layouts += (layouts.empty() ? "" : " ") + str(r.value("sbp", json("?")));
-    os << llvm::formatv("  {0,-24} {1,-22} {2,-20} {3}{4}\n", str(op["location"]), str(op["op"]),
-                        layouts, secondsText(num(op["est_time_s"])), microBatchesText(op));
+    os << llvm::formatv("  {0,-24} {1,-22} {2,-20} {3}{4}{5}\n", str(op["location"]), str(op["op"]),
+                        layouts, secondsText(num(op["est_time_s"])), microBatchesText(op),
+                        op.contains("stage")
+                            ? ", stage " + std::to_string(static_cast<int64_t>(num(op["stage"])))
+                            : std::string());
   }
 
   // The closest calls: ops whose best alternative costs the plan least.
@@ -206,6 +209,41 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
          << bytesText(num(zero.value("gradient_bytes_per_rank", json(0))))
          << ", optimizer states "
          << bytesText(num(zero.value("optimizer_state_bytes_per_rank", json(0)))) << "\n";
+  }
+  // The stages of a pipeline (report.pipeline) and what crosses between them.
+  if (report.contains("pipeline") && report["pipeline"].is_object()) {
+    const json &pipeline = report["pipeline"];
+    os << "\nPipeline: " << static_cast<int64_t>(num(pipeline.value("stages", json(0))))
+       << " stages on axis " << str(pipeline.value("axis", json("pp"))) << ", schedule "
+       << str(pipeline.value("schedule", json("?"))) << "\n";
+    for (const json &stage : pipeline.value("per_stage", json::array())) {
+      const json ranks = stage.value("ranks", json::array({0, 0}));
+      os << llvm::formatv("  stage {0} (ranks {1}..{2}): compute {3}, communication {4} ({5} "
+                          "per rank), peak memory {6}\n",
+                          static_cast<int64_t>(num(stage.value("stage", json(0)))),
+                          static_cast<int64_t>(num(ranks.at(0))),
+                          static_cast<int64_t>(num(ranks.at(1))),
+                          secondsText(num(stage.value("compute_time_s", json(0)))),
+                          secondsText(num(stage.value("comm_time_s", json(0)))),
+                          bytesText(num(stage.value("comm_bytes_per_rank", json(0)))),
+                          bytesText(num(stage.value("peak_memory_bytes", json(0)))));
+    }
+    const json transfers = pipeline.value("transfers", json::array());
+    std::vector<json> sent(transfers.begin(), transfers.end());
+    std::stable_sort(sent.begin(), sent.end(), [](const json &a, const json &b) {
+      return num(a.value("bytes_per_rank", json(0))) > num(b.value("bytes_per_rank", json(0)));
+    });
+    os << "  " << sent.size() << " values cross between stages"
+       << (sent.empty() ? "" : ", largest first:") << "\n";
+    for (size_t i = 0; i < sent.size() && i < 5; ++i)
+      os << llvm::formatv("  {0}. {1} {2} from stage {3} to {4}: {5} per rank, {6}\n     why: {7}\n",
+                          i + 1, str(sent[i].value("value", json("?"))),
+                          str(sent[i].value("sbp", json("?"))),
+                          static_cast<int64_t>(num(sent[i].value("from_stage", json(0)))),
+                          static_cast<int64_t>(num(sent[i].value("to_stage", json(0)))),
+                          bytesText(num(sent[i].value("bytes_per_rank", json(0)))),
+                          secondsText(num(sent[i].value("est_time_s", json(0)))),
+                          str(sent[i].value("reason", json(""))));
   }
   const json &totals = report["totals"];
   os << "\nTotals per rank and step: communication "

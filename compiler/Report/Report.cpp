@@ -331,15 +331,33 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   BoxingPrints boxingPrints;
   nlohmann::json search = {{"algorithm", inputs.algorithm}, {"wall_seconds", inputs.searchSeconds}};
   nlohmann::json zero;
-  double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
-  // The peak of live activations; and as if every value were stored,
+  // Per pipeline stage (one without stages): compute and communication,
+  // and the peak of live activations; and as if every value were stored,
   // where flash attention's cores are not.
-  Peak activations, unfused;
+  struct StageTotals {
+    double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
+    Peak activations, unfused;
+  };
+  std::vector<StageTotals> stage(1);
+  nlohmann::json transfers = nlohmann::json::array();
+  std::string schedule = "sequential";
+  size_t microBatches = 1;
   bool fusedAttention = false;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
     ValueNames names(fn);
+    if (auto stages = fn->getAttrOfType<IntegerAttr>(kFuncStages))
+      stage.resize(std::max<int64_t>(1, stages.getInt()));
+    if (auto order = fn->getAttrOfType<StringAttr>(kFuncSchedule))
+      schedule = order.str();
+    microBatches = std::max<size_t>(1, microBatchOps(fn).size());
+    // A stage sends what it computes to the rank at the same coordinates
+    // of each stage that reads it, over the pipeline axis's link.
+    sbprt::Mesh full = mesh;
+    full.axes.insert(full.axes.begin(), kPipelineAxis.str());
+    full.shape.insert(full.shape.begin(), static_cast<int64_t>(stage.size()));
+    const Link &pipelineLink = inputs.cluster.linkOf(full, 0);
     // What --sbp-search recorded.
     if (auto details = fn->getAttrOfType<DictionaryAttr>(kFuncSearch))
       for (NamedAttribute entry : details) {
@@ -367,18 +385,21 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     ElementSizes sizes(fn);
     for (BlockArgument arg : fn.getArguments())
       if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
-        argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
+        for (size_t s = 0; s < stage.size(); ++s)
+          if (stage.size() == 1 || stageLoads(arg, static_cast<int64_t>(s)))
+            stage[s].argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
     fusedAttention |= sizes.attention() && !sizes.attention()->cores.empty();
     // Activations live from their op to their last use.
     for (Operation &op : fn.getBody().front()) {
+      StageTotals &here = stage[std::min<size_t>(stageOf(&op), stage.size() - 1)];
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
         // As for ops below: a later micro-batch's boxing folds without its
         // entry where one alike stands for it.
         int64_t microBatch = microBatchOf(&op);
         size_t print = microBatched ? boxingPrints.of(boxing) : MicroBatchFolder::kNoPrint;
-        commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
+        here.commBytes += static_cast<double>(boxing.getBytesPerRank().value_or(0));
         if (double folded; boxingList.fold(print, microBatch, folded)) {
-          comm += folded;
+          here.comm += folded;
         } else {
           sbprt::NdSbp from = boxing.getFrom().toLayout(), to = boxing.getTo().toLayout();
           const BoxingPlan &plan = plans.get(boxing.getInput(), from, to, elementBytes(boxing));
@@ -398,8 +419,10 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                                   {"est_time_s", plan.seconds},
                                   {"location", describeLocation(op.getLoc())},
                                   {"reason", boxing.getReason().value_or("").str()}};
+          if (stage.size() > 1)
+            entry["stage"] = stageOf(&op);
           boxingList.add(std::move(entry), {"value", "result"}, microBatch, print);
-          comm += plan.seconds;
+          here.comm += plan.seconds;
         }
       } else if (auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts)) {
         auto resultLayouts = op.getAttrOfType<ArrayAttr>(kResultLayouts);
@@ -409,7 +432,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         size_t print = microBatched ? opPrints.of(&op, operandLayouts, resultLayouts, sizes)
                                     : MicroBatchFolder::kNoPrint;
         if (double folded; opList.fold(print, microBatch, folded)) {
-          compute += folded;
+          here.compute += folded;
         } else {
           NdSignature sig;
           nlohmann::json operands = nlohmann::json::array(), results = nlohmann::json::array();
@@ -422,13 +445,15 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
             results.push_back(layoutEntry(names, v, sig.results.back()));
           }
           double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster, sizes);
-          compute += seconds;
+          here.compute += seconds;
           nlohmann::json entry = {{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
                                   {"op", op.getName().getStringRef().str()},
                                   {"location", describeLocation(op.getLoc())},
                                   {"operands", operands},
                                   {"results", results},
                                   {"est_time_s", seconds}};
+          if (stage.size() > 1)
+            entry["stage"] = stageOf(&op);
           if (auto runnerUp = op.getAttrOfType<DictionaryAttr>(kRunnerUp)) {
             auto layouts = [](Attribute attr) {
               std::vector<std::string> texts;
@@ -449,26 +474,87 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       // Results become live; values whose last use this is die after it
       // (the step's results are stored as soon as they are computed, so
       // returning one does not keep it).
+      // On a pipeline, on the producer's stage and on each stage it is sent
+      // to, until the last op there that reads it.
       for (Value result : op.getResults()) {
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
         double bytes =
             layout ? static_cast<double>(localBytes(mesh, *layout, result, sizes.of(result))) : 0;
-        Operation *last = nullptr;
-        for (Operation *user : result.getUsers())
-          if (!isa<func::ReturnOp>(user) && (!last || last->isBeforeInBlock(user)))
-            last = user;
-        unfused.add(bytes, last ? last : &op);
-        // A fused backward reads its forward's output and log-sum-exp again.
-        if (Operation *until = sizes.livesUntil(result))
-          if (!last || last->isBeforeInBlock(until))
-            last = until;
-        activations.add(bytes * sizes.storedShare(result), last ? last : &op);
+        std::vector<int64_t> holders = {stageOf(&op)};
+        if (stage.size() > 1)
+          for (int64_t to : stagesReading(result)) {
+            holders.push_back(to);
+            double seconds = collectiveSeconds(pipelineLink, 1, bytes);
+            here.commBytes += bytes;
+            here.comm += seconds;
+            Operation *reader = nullptr;
+            for (Operation *user : result.getUsers())
+              if (!isa<func::ReturnOp>(user) && stageOf(user) == to &&
+                  (!reader || user->isBeforeInBlock(reader)))
+                reader = user;
+            transfers.push_back({{"value", names(result)},
+                                 {"shape", shapeOf(result)},
+                                 {"sbp", layout ? sbprt::toString(*layout) : std::string("?")},
+                                 {"from_stage", stageOf(&op)},
+                                 {"to_stage", to},
+                                 {"bytes_per_rank", bytes},
+                                 {"est_time_s", seconds},
+                                 {"location", describeLocation(op.getLoc())},
+                                 {"reason", "'" + reader->getName().getStringRef().str() + "' at " +
+                                                describeLocation(reader->getLoc()) +
+                                                " on stage " + std::to_string(to) + " reads it"}});
+          }
+        for (int64_t holder : holders) {
+          StageTotals &on = stage[std::min<size_t>(holder, stage.size() - 1)];
+          Operation *last = nullptr;
+          for (Operation *user : result.getUsers())
+            if (!isa<func::ReturnOp>(user) && (stage.size() == 1 || stageOf(user) == holder) &&
+                (!last || last->isBeforeInBlock(user)))
+              last = user;
+          on.unfused.add(bytes, last ? last : &op);
+          // A fused backward reads its forward's output and log-sum-exp again.
+          if (Operation *until = sizes.livesUntil(result))
+            if (!last || last->isBeforeInBlock(until))
+              last = until;
+          on.activations.add(bytes * sizes.storedShare(result), last ? last : &op);
+        }
       }
-      activations.after(&op);
-      unfused.after(&op);
+      for (StageTotals &totals : stage) {
+        totals.activations.after(&op);
+        totals.unfused.after(&op);
+      }
     }
   }
-  double peakActivations = activations.peak;
+  // The step's totals: times add up, bytes are the mean over the ranks,
+  // memory is the fullest stage's. Under GPipe the stages overlap: each
+  // micro-batch's work of a stage takes 1/M of the stage's, and the step
+  // is the first micro-batch through every stage, then M - 1 more of the
+  // slowest stage's.
+  double compute = 0, comm = 0, commBytes = 0, peakMemory = 0, savedBytes = 0;
+  double throughStages = 0, slowest = 0;
+  nlohmann::json stageEntries = nlohmann::json::array();
+  int64_t ranksPerStage = mesh.numDevices();
+  for (auto [s, totals] : llvm::enumerate(stage)) {
+    compute += totals.compute;
+    comm += totals.comm;
+    double perMicroBatch = (totals.compute + totals.comm) / static_cast<double>(microBatches);
+    throughStages += perMicroBatch;
+    slowest = std::max(slowest, perMicroBatch);
+    commBytes += totals.commBytes / static_cast<double>(stage.size());
+    double memory = totals.argBytes + totals.activations.peak;
+    if (memory >= peakMemory) {
+      peakMemory = memory;
+      savedBytes = totals.unfused.peak - totals.activations.peak;
+    }
+    stageEntries.push_back(
+        {{"stage", s},
+         {"ranks", {static_cast<int64_t>(s) * ranksPerStage,
+                    (static_cast<int64_t>(s) + 1) * ranksPerStage - 1}},
+         {"compute_time_s", totals.compute},
+         {"comm_time_s", totals.comm},
+         {"comm_bytes_per_rank", totals.commBytes},
+         {"peak_memory_bytes", memory}});
+  }
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
                             {"device_bf16_flops", inputs.cluster.flopsIn(/*bf16=*/true)},
@@ -484,9 +570,12 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
        {{"comm_bytes_per_rank", commBytes},
         {"compute_time_s", compute},
         {"comm_time_s", comm},
-        {"estimated_step_time_s", compute + comm},
-        {"peak_memory_bytes", argBytes + peakActivations},
-        {"fits_device_memory", argBytes + peakActivations <= inputs.cluster.memoryBytes}}},
+        {"estimated_step_time_s",
+         stage.size() > 1 && schedule == "gpipe"
+             ? throughStages + static_cast<double>(microBatches - 1) * slowest
+             : compute + comm},
+        {"peak_memory_bytes", peakMemory},
+        {"fits_device_memory", peakMemory <= inputs.cluster.memoryBytes}}},
   };
   opList.finish();
   boxingList.finish();
@@ -494,7 +583,14 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   report["ops"] = std::move(ops);
   report["boxings"] = std::move(boxings);
   if (fusedAttention)
-    report["totals"]["flash_attention_saved_bytes"] = unfused.peak - activations.peak;
+    report["totals"]["flash_attention_saved_bytes"] = savedBytes;
+  if (stage.size() > 1)
+    report["pipeline"] = {{"axis", kPipelineAxis.str()},
+                          {"stages", stage.size()},
+                          {"schedule", schedule},
+                          {"micro_batches", microBatches},
+                          {"per_stage", std::move(stageEntries)},
+                          {"transfers", std::move(transfers)}};
   if (!zero.is_null())
     report["zero"] = zero;
   return report;

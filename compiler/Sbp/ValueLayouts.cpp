@@ -49,6 +49,28 @@ ArrayAttr layoutsAttr(MLIRContext *ctx, ArrayRef<sbprt::NdSbp> layouts) {
   return ArrayAttr::get(ctx, attrs);
 }
 
+int64_t stageOf(Operation *op) {
+  auto attr = op ? op->getAttrOfType<IntegerAttr>(kStage) : nullptr;
+  return attr ? attr.getInt() : 0;
+}
+
+std::vector<int64_t> stagesReading(Value value) {
+  int64_t from = stageOf(value.getDefiningOp());
+  std::vector<int64_t> stages;
+  for (Operation *user : value.getUsers())
+    if (!isa<func::ReturnOp>(user) && stageOf(user) != from)
+      stages.push_back(stageOf(user));
+  llvm::sort(stages);
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  return stages;
+}
+
+bool stageLoads(BlockArgument arg, int64_t stage) {
+  return llvm::any_of(arg.getUsers(), [&](Operation *user) {
+    return isa<func::ReturnOp>(user) ? stage == 0 : stageOf(user) == stage;
+  });
+}
+
 std::vector<std::vector<Operation *>> microBatchOps(func::FuncOp fn) {
   std::vector<std::vector<Operation *>> batches;
   for (Operation &op : fn.getBody().front()) {

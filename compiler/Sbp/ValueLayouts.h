@@ -47,6 +47,27 @@ constexpr llvm::StringLiteral kStarts = "sbp.starts";
 /// counterpart in micro-batch 0.
 constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
 
+/// Set by --sbp-pipeline: on every op, the pipeline stage that computes it
+/// (an integer from 0); on the function, the number of stages. Each stage
+/// runs on a sub-mesh of the function's mesh shape; --sbp-spmdize makes
+/// the programs on the mesh with the stages as a first axis, "pp".
+constexpr llvm::StringLiteral kStage = "sbp.stage";
+constexpr llvm::StringLiteral kFuncStages = "sbp.stages";
+/// Set by --sbp-pipeline on the function: the order of the micro-batches'
+/// work, "gpipe" or "sequential".
+constexpr llvm::StringLiteral kFuncSchedule = "sbp.schedule";
+/// The name of the pipeline axis.
+constexpr llvm::StringLiteral kPipelineAxis = sbprt::kPipelineAxis;
+/// The stage that computes `op` (sbp.stage); 0 without stages.
+int64_t stageOf(mlir::Operation *op);
+/// The stages, other than its producer's, whose ops read `value` (an op's
+/// result), in order: where it is sent. A result is stored by its
+/// producer's stage, so returning it sends it nowhere.
+std::vector<int64_t> stagesReading(mlir::Value value);
+/// Whether stage `stage` loads `arg`: one of its ops reads it, or it is a
+/// result as it is (stored by the first stage).
+bool stageLoads(mlir::BlockArgument arg, int64_t stage);
+
 /// The ops of a micro-batched step by micro-batch, in program order: the
 /// ops marked sbp.micro_batch = i but the accumulating adds
 /// (graph.accumulate), where every micro-batch has as many (the k-th of

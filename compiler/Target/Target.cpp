@@ -2,6 +2,7 @@
 // C++ per program, build the rank executables, and describe the bundle.
 #include "compiler/Target/Target.h"
 
+#include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
 #include "compiler/Support/Paths.h"
 #include "dialects/Exec/IR/ExecOps.h"
@@ -12,6 +13,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+
+#include <set>
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -242,6 +245,12 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
   nlohmann::json ranks = nlohmann::json::array(), manifestOutputs = nlohmann::json::array(),
                  manifestLoads = nlohmann::json::array();
   sbprt::Mesh mesh;
+  std::set<std::string> loaded;
+  // A pipeline stage's program (sbp.stage; 0 without stages).
+  auto stageOf = [](func::FuncOp program) -> int64_t {
+    auto stage = program->getAttrOfType<IntegerAttr>(sbp::kStage);
+    return stage ? stage.getInt() : 0;
+  };
   int index = 0;
   for (auto program : module.getOps<func::FuncOp>()) {
     if (!exec::isProgram(program))
@@ -304,7 +313,8 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
       auto fileShape = [](std::optional<ArrayRef<int64_t>> stored, ArrayRef<int64_t> global) {
         return (stored ? *stored : global).vec();
       };
-      if (auto load = dyn_cast<exec::LoadOp>(op))
+      // A pipeline's stages may each load the same argument: listed once.
+      if (auto load = dyn_cast<exec::LoadOp>(op); load && loaded.insert(load.getName().str()).second)
         manifestLoads.push_back({{"kind", load.getKind().str()},
                                   {"name", load.getName().str()},
                                   {"dtype", dtype(load.getType())},
@@ -318,7 +328,8 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                    {"shape", store.getGlobalShape()},
                                    {"stored_shape", fileShape(store.getStoredShape(),
                                                               store.getGlobalShape())},
-                                   {"layout", layoutText(store.getLayout())}});
+                                   {"layout", layoutText(store.getLayout())},
+                                   {"stage", stageOf(program)}});
     });
   }
   if (binaryOfRank.size() != static_cast<size_t>(mesh.numDevices()) ||

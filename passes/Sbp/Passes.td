@@ -201,6 +201,61 @@ def SbpZero : Pass<"sbp-zero", "mlir::ModuleOp"> {
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
 
+def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
+  let summary = "places every op of a laid-out model on a pipeline stage";
+  let description = [{
+    After `--sbp-insert-boxing`, gives every op an `sbp.stage` (from 0) and
+    the function `sbp.stages`. Each stage runs on its own sub-mesh of the
+    function's mesh shape; a value keeps its layout on every stage, so one
+    that crosses stages goes from each rank to the rank at the same
+    coordinates of the other stage unchanged (`--sbp-spmdize` makes the
+    sends and receives).
+
+    - The forward ops are cut, in program order, into stages of about equal
+      compute time (the cost model's, on the ops' local shapes); a block of
+      the model (`graph.region`, a transformer layer) goes whole to the
+      stage where its midpoint falls. With micro-batches
+      (`--sbp-micro-batches`), the first micro-batch is cut and the others
+      follow it op for op. Forward ops computed from inputs and constants
+      alone (a micro-batch's slice of an input, a mask) go to the lowest
+      stage that reads them.
+    - Any other op (the backward, `graph.backward` or computed from it; sums
+      over micro-batches; optimizer updates) goes where the forward values
+      it reads all are (a value is where it is computed and where forward
+      ops read it): among those stages, the one its backward operands come
+      from, else the last. Without forward operands, the lowest stage its
+      backward operands come from (gradients flow towards the first stage).
+    - Boxings and constants go to the lowest stage of their users: a value
+      is sent as it was computed and changed where it is needed.
+
+    With micro-batches, the ops are then put in GPipe's order
+    (`schedule=gpipe`, the default): stage s runs micro-batch m's forward at
+    step m + s, so that the stages work on different micro-batches at once,
+    and the backward in the same order from the last stage down; a sum over
+    micro-batches or an update runs as soon as what it reads is ready, a
+    boxing or a constant just before its first reader. Every rank meets its
+    sends, receives and collectives in this one order. `schedule=sequential`
+    keeps the micro-batches one after the other (one micro-batch's
+    activations live at a time; the stages wait for each other). The
+    function records it as `sbp.schedule`.
+
+    A model with fewer blocks than stages (a stage left without a forward
+    op) is refused. `stages=1` changes nothing.
+
+    ```mlir
+    %0 = graph.matmul %x, %w {sbp.stage = 0 : i64, ...}
+    %1 = graph.gelu %0 {sbp.stage = 1 : i64, ...}
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1", "Number of pipeline stages">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"gpipe\"",
+           "Order of the micro-batches' work: gpipe or sequential">,
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
+           "Cluster preset name or JSON file for the cost model">,
+  ];
+}
+
 def SbpSpmdize : Pass<"sbp-spmdize", "mlir::ModuleOp"> {
   let summary = "turns a laid-out model into one exec program per rank role";
   let description = [{

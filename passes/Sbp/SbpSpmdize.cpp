@@ -6,6 +6,15 @@
 // exec op per hop, and results are stored shard by shard. The program is the
 // same for every rank; what differs (which block to load, which part to
 // keep) is computed at run time from the rank's mesh coordinates.
+//
+// A function placed on pipeline stages (--sbp-pipeline) becomes one
+// program per stage, on the mesh with the stages as a first axis ("pp"):
+// each stage's program computes that stage's ops, loads what they read,
+// and sends each value another stage reads to the rank at the same
+// coordinates of that stage, right after computing it; the reader
+// receives it at the same point of the function's order. Every rank so
+// meets its sends, receives and collectives in one global order, which
+// cannot deadlock.
 #include "compiler/Sbp/IndexPlaces.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Exec/IR/ExecOps.h"
@@ -30,12 +39,30 @@ namespace {
 
 class Spmdizer {
 public:
-  Spmdizer(func::FuncOp fn, LayoutContext &context)
-      : fn(fn), context(context), b(fn.getContext()) {}
+  /// The program of `stage` of `stages` (the only one when `stages` is 1).
+  Spmdizer(func::FuncOp fn, LayoutContext &context, int64_t stages = 1, int64_t stage = 0)
+      : fn(fn), context(context), b(fn.getContext()), stages(stages), stage(stage) {}
 
   LogicalResult run();
 
 private:
+  bool pipelined() const { return stages > 1; }
+  bool mine(Operation *op) const { return !pipelined() || stageOf(op) == stage; }
+  /// A layout of the stage's sub-mesh on the program's mesh: broadcast on
+  /// the pipeline axis, which comes first.
+  NdSbp onProgramMesh(const NdSbp &layout) const {
+    if (!pipelined())
+      return layout;
+    NdSbp full = {Sbp::broadcast()};
+    full.insert(full.end(), layout.begin(), layout.end());
+    return full;
+  }
+  int64_t programAxis(size_t axis) const { return static_cast<int64_t>(axis) + pipelined(); }
+  LogicalResult load(BlockArgument arg);
+  /// Sends or receives `op`'s results that other stages read, where this
+  /// stage is the one that computes them or one that reads them.
+  LogicalResult exchange(Operation *op);
+
   RankedTensorType localType(Value global, const NdSbp &layout) {
     auto type = cast<RankedTensorType>(global.getType());
     return localTypeOf(type, layout);
@@ -57,6 +84,8 @@ private:
   func::FuncOp fn;
   LayoutContext &context;
   OpBuilder b;
+  int64_t stages, stage;
+  int64_t transfers = 0; // sends so far in the function's order: their tags
   IRMapping mapping;
   llvm::DenseMap<Value, NdSbp> layouts; // of the global values mapped so far
 };
@@ -77,7 +106,7 @@ Value Spmdizer::lowerHop(Location loc, Value value, RankedTensorType globalType,
   NdSbp next = current;
   next[hop.axis] = hop.to;
   RankedTensorType type = localTypeOf(globalType, next);
-  int64_t axis = static_cast<int64_t>(hop.axis);
+  int64_t axis = programAxis(hop.axis);
   const Sbp &from = hop.from, &to = hop.to;
   current = next;
   // An axis of one device holds the whole group tensor in every layout.
@@ -166,47 +195,83 @@ void scheduleLoadsAndStores(Block &body) {
   }
 }
 
+LogicalResult Spmdizer::load(BlockArgument arg) {
+  unsigned i = arg.getArgNumber();
+  auto param = fn.getArgAttrOfType<StringAttr>(i, graph::GraphDialect::kParamAttr);
+  auto input = fn.getArgAttrOfType<StringAttr>(i, graph::GraphDialect::kInputAttr);
+  if (!param == !input)
+    return mlir::emitError(arg.getLoc())
+           << "argument #" << i << " of @" << fn.getSymName()
+           << " must be marked with exactly one of graph.param or graph.input";
+  NdSbp layout = layoutOf(arg).value_or(NdSbp(context.mesh.shape.size(), Sbp::broadcast()));
+  auto type = cast<RankedTensorType>(arg.getType());
+  auto load = b.create<exec::LoadOp>(
+      arg.getLoc(), localType(arg, layout), b.getStringAttr(param ? "param" : "input"),
+      param ? param : input, b.getDenseI64ArrayAttr(type.getShape()),
+      NdSbpAttr::get(fn.getContext(), onProgramMesh(layout)),
+      fn.getArgAttrOfType<DenseI64ArrayAttr>(i, graph::GraphDialect::kParamShapeAttr));
+  mapping.map(arg, load.getResult());
+  layouts[arg] = layout;
+  return success();
+}
+
+LogicalResult Spmdizer::exchange(Operation *op) {
+  int64_t from = stageOf(op);
+  for (Value result : op->getResults()) {
+    for (int64_t to : stagesReading(result)) {
+      int64_t tag = transfers++ % 32768; // MPI guarantees tags up to 32767
+      if (from == stage) {
+        FailureOr<Value> value = local(result, layouts.lookup(result), op);
+        if (failed(value))
+          return failure();
+        b.create<exec::SendOp>(op->getLoc(), *value, 0, to, tag);
+      } else if (to == stage) {
+        std::optional<NdSbp> layout = layoutOf(result);
+        if (!layout)
+          return op->emitOpError() << "has no layout for a result another stage reads";
+        auto received = b.create<exec::RecvOp>(op->getLoc(), localType(result, *layout), 0, from, tag);
+        mapping.map(result, received.getResult());
+        layouts[result] = *layout;
+      }
+    }
+  }
+  return success();
+}
+
 LogicalResult Spmdizer::run() {
   MLIRContext *ctx = fn.getContext();
   if (!fn->hasAttr(kFuncMesh))
     return fn.emitOpError() << "has no layouts; run --sbp-propagate (or --sbp-search) first";
   b.setInsertionPoint(fn);
-  auto program = b.create<func::FuncOp>(fn.getLoc(), fn.getSymName(), b.getFunctionType({}, {}));
+  std::string name = fn.getSymName().str();
+  if (pipelined())
+    name += "_stage" + std::to_string(stage);
+  auto program = b.create<func::FuncOp>(fn.getLoc(), name, b.getFunctionType({}, {}));
   program->setAttr(kFuncMesh, fn->getAttr(kFuncMesh));
+  // The pipeline axis comes first: stage s is ranks [s * n, (s + 1) * n).
+  int64_t perStage = context.mesh.numDevices();
   program->setAttr(exec::kProgramRanks,
                    b.getDenseI64ArrayAttr(llvm::to_vector(
-                       llvm::seq<int64_t>(0, context.mesh.numDevices()))));
+                       llvm::seq<int64_t>(stage * perStage, (stage + 1) * perStage))));
+  if (pipelined())
+    program->setAttr(kStage, b.getI64IntegerAttr(stage));
   Block *body = program.addEntryBlock();
   b.setInsertionPointToStart(body);
 
+  // The arguments this stage reads (all of them without stages), or stores
+  // (an argument returned as it is: by the first stage).
+  Block &global = fn.getBody().front();
   for (BlockArgument arg : fn.getArguments()) {
-    unsigned i = arg.getArgNumber();
-    auto param = fn.getArgAttrOfType<StringAttr>(i, graph::GraphDialect::kParamAttr);
-    auto input = fn.getArgAttrOfType<StringAttr>(i, graph::GraphDialect::kInputAttr);
-    if (!param == !input)
-      return mlir::emitError(arg.getLoc())
-             << "argument #" << i << " of @" << fn.getSymName()
-             << " must be marked with exactly one of graph.param or graph.input";
-    NdSbp layout = layoutOf(arg).value_or(NdSbp(context.mesh.shape.size(), Sbp::broadcast()));
-    auto type = cast<RankedTensorType>(arg.getType());
-    auto load = b.create<exec::LoadOp>(
-        arg.getLoc(), localType(arg, layout), b.getStringAttr(param ? "param" : "input"),
-        param ? param : input, b.getDenseI64ArrayAttr(type.getShape()),
-        NdSbpAttr::get(ctx, layout),
-        fn.getArgAttrOfType<DenseI64ArrayAttr>(i, graph::GraphDialect::kParamShapeAttr));
-    mapping.map(arg, load.getResult());
-    layouts[arg] = layout;
+    if ((!pipelined() || stageLoads(arg, stage)) && failed(load(arg)))
+      return failure();
   }
 
-  for (Operation &op : fn.getBody().front()) {
+  for (Operation &op : global) {
     b.setInsertionPointToEnd(body);
-    if (auto boxing = dyn_cast<BoxingOp>(op)) {
-      if (failed(lowerBoxing(boxing)))
-        return failure();
-      continue;
-    }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        if (!mine(value.getDefiningOp()))
+          continue;
         auto name = fn.getResultAttrOfType<StringAttr>(i, graph::GraphDialect::kOutputAttr);
         NdSbp layout = layouts.lookup(value);
         FailureOr<Value> localValue = local(value, layout, ret);
@@ -216,11 +281,21 @@ LogicalResult Spmdizer::run() {
                                 name ? name : b.getStringAttr("result" + std::to_string(i)),
                                 b.getDenseI64ArrayAttr(
                                     cast<RankedTensorType>(value.getType()).getShape()),
-                                NdSbpAttr::get(ctx, layout),
+                                NdSbpAttr::get(ctx, onProgramMesh(layout)),
                                 fn.getResultAttrOfType<DenseI64ArrayAttr>(
                                     i, graph::GraphDialect::kParamShapeAttr));
       }
       b.create<func::ReturnOp>(ret.getLoc());
+      continue;
+    }
+    if (!mine(&op)) {
+      if (pipelined() && failed(exchange(&op)))
+        return failure();
+      continue;
+    }
+    if (auto boxing = dyn_cast<BoxingOp>(op)) {
+      if (failed(lowerBoxing(boxing)) || (pipelined() && failed(exchange(&op))))
+        return failure();
       continue;
     }
     auto operandLayouts = op.getAttrOfType<ArrayAttr>(kOperandLayouts);
@@ -246,15 +321,19 @@ LogicalResult Spmdizer::run() {
       unsigned i = ids->getOperandNumber();
       clone->setAttr(exec::kIndexPlace,
                      exec::indexPlaceAttr(ctx, indexPlaceOf(ids->get()),
-                                          cast<NdSbpAttr>(operandLayouts[i]).toLayout()));
+                                          onProgramMesh(cast<NdSbpAttr>(operandLayouts[i]).toLayout())));
     }
+    clone->removeAttr(kStage);
     for (auto [value, attr] : llvm::zip(op.getResults(), resultLayouts)) {
       mapping.map(value, clone->getResult(cast<OpResult>(value).getResultNumber()));
       layouts[value] = cast<NdSbpAttr>(attr).toLayout();
     }
+    if (pipelined() && failed(exchange(&op)))
+      return failure();
   }
   for (NamedAttribute attr : fn->getAttrs())
-    if (attr.getName().getValue().starts_with("sbp.") && attr.getName() != kFuncMesh)
+    if (attr.getName().getValue().starts_with("sbp.") && attr.getName() != kFuncMesh &&
+        attr.getName() != kFuncStages)
       program->setAttr(attr.getName(), attr.getValue());
   scheduleLoadsAndStores(*body);
   return success();
@@ -269,13 +348,43 @@ public:
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal() && !exec::isProgram(fn))
         functions.push_back(fn);
+    std::optional<int64_t> pipelineStages;
+    MeshOp meshOp;
     if (failed(forEachFunction(getOperation(), cluster,
-                               [&](func::FuncOp fn, LayoutContext &context) {
+                               [&](func::FuncOp fn, LayoutContext &context) -> LogicalResult {
                                  if (!llvm::is_contained(functions, fn))
                                    return success();
-                                 return Spmdizer(fn, context).run();
+                                 auto attr = fn->getAttrOfType<IntegerAttr>(kFuncStages);
+                                 int64_t stages = attr ? attr.getInt() : 1;
+                                 if (stages > 1 && llvm::is_contained(context.mesh.axes,
+                                                                      kPipelineAxis.str()))
+                                   return fn.emitOpError()
+                                          << "is placed on pipeline stages, but its mesh "
+                                             "already has an axis named '"
+                                          << kPipelineAxis << "'";
+                                 if (pipelineStages && *pipelineStages != stages)
+                                   return fn.emitOpError()
+                                          << "has " << stages << " pipeline stages, another "
+                                          << "function of the module " << *pipelineStages;
+                                 pipelineStages = stages;
+                                 meshOp = context.meshOp;
+                                 for (int64_t s = 0; s < stages; ++s)
+                                   if (failed(Spmdizer(fn, context, stages, s).run()))
+                                     return failure();
+                                 return success();
                                })))
       return signalPassFailure();
+    // The programs run on the mesh of the stages, the pipeline axis first.
+    if (pipelineStages && *pipelineStages > 1) {
+      sbprt::Mesh sub = meshOp.toMesh();
+      SmallVector<StringRef> axes = {kPipelineAxis};
+      axes.append(sub.axes.begin(), sub.axes.end());
+      SmallVector<int64_t> shape = {*pipelineStages};
+      shape.append(sub.shape.begin(), sub.shape.end());
+      OpBuilder b(meshOp);
+      meshOp.setAxesAttr(b.getStrArrayAttr(axes));
+      meshOp.setShapeAttr(b.getDenseI64ArrayAttr(shape));
+    }
     // The global functions go once every program is built (erasing them
     // while iterating would invalidate the walk).
     for (func::FuncOp fn : functions)

@@ -428,7 +428,8 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
                  const NdSbp &layout, const void *src, bool bf16) {
   IoTimer timer(*this);
   for (size_t axis = 0; axis < layout.size(); ++axis)
-    if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0)
+    if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0 &&
+        !info_.mesh.isPipelineAxis(axis))
       return; // a replica that coordinate 0 of this axis writes
   Block block = blockOf(info_.mesh, layout, global, rank_);
   Tensor shard(dtype, block.sizes);

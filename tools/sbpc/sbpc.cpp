@@ -147,7 +147,7 @@ static cl::SubCommand compileCommand("compile", "Lay a model out on a device mes
 static cl::OptionCategory compileCategory("compile options");
 static cl::opt<std::string> compileModel(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
                                          cl::sub(compileCommand), cl::cat(compileCategory));
-static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh of up to 4 axes, e.g. dp=2,tp=4 (names of letters, digits and _)"),
+static cl::opt<std::string> compileMesh("mesh", cl::desc("Device mesh of up to 4 axes, e.g. dp=2,tp=4 (names of letters, digits and _); a first axis pp=N runs N pipeline stages, e.g. pp=2,dp=2"),
                                         cl::value_desc("axes"), cl::Required,
                                         cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
