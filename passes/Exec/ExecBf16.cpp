@@ -10,6 +10,9 @@
 
 #include "llvm/ADT/DenseSet.h"
 
+#include <set>
+#include <tuple>
+
 namespace sbpc::exec {
 #define GEN_PASS_DEF_EXECBF16
 #include "passes/Exec/Passes.h.inc"
@@ -36,10 +39,18 @@ llvm::DenseSet<Operation *> f32Ops(func::FuncOp program) {
   return graph::findF32Storage(program.getBody().front(), isInput, isStore).ops;
 }
 
-LogicalResult toBf16(func::FuncOp program) {
+/// A message between pipeline stages, as both sides name it: the sending
+/// and receiving programs' stages (sbp.stage) and its tag.
+using Message = std::tuple<int64_t, int64_t, int64_t>;
+
+int64_t stageOf(func::FuncOp program) {
+  auto stage = program->getAttrOfType<IntegerAttr>("sbp.stage");
+  return stage ? stage.getInt() : -1;
+}
+
+LogicalResult toBf16(func::FuncOp program, llvm::DenseSet<Operation *> keep) {
   MLIRContext *ctx = program.getContext();
   Type f32 = Float32Type::get(ctx), bf16 = BFloat16Type::get(ctx);
-  llvm::DenseSet<Operation *> keep = f32Ops(program);
   // One conversion of a value to each type, right after the value is made,
   // shared by every use.
   DenseMap<std::pair<Value, Type>, Value> converted;
@@ -79,9 +90,38 @@ LogicalResult toBf16(func::FuncOp program) {
 class ExecBf16Pass : public sbpc::exec::impl::ExecBf16Base<ExecBf16Pass> {
 public:
   void runOnOperation() override {
+    SmallVector<func::FuncOp> programs;
     for (auto program : getOperation().getOps<func::FuncOp>())
-      if (exec::isProgram(program) && failed(toBf16(program)))
+      if (exec::isProgram(program))
+        programs.push_back(program);
+    // What each program keeps in f32; a message between pipeline stages
+    // whose value the sender keeps in f32 (a sum of gradients for an
+    // update on the other stage) goes and arrives in f32, the others in
+    // bf16.
+    std::vector<llvm::DenseSet<Operation *>> keep;
+    std::set<Message> f32Messages;
+    for (func::FuncOp program : programs) {
+      keep.push_back(f32Ops(program));
+      int64_t stage = stageOf(program);
+      program.walk([&](exec::SendOp send) {
+        Operation *def = send.getInput().getDefiningOp();
+        if (stage >= 0 && def && keep.back().contains(def)) {
+          keep.back().insert(send);
+          f32Messages.insert({stage, static_cast<int64_t>(send.getPeer()),
+                              static_cast<int64_t>(send.getTag())});
+        }
+      });
+    }
+    for (auto [program, kept] : llvm::zip(programs, keep)) {
+      int64_t stage = stageOf(program);
+      program.walk([&](exec::RecvOp recv) {
+        if (f32Messages.count({static_cast<int64_t>(recv.getPeer()), stage,
+                               static_cast<int64_t>(recv.getTag())}))
+          kept.insert(recv);
+      });
+      if (failed(toBf16(program, kept)))
         return signalPassFailure();
+    }
   }
 };
 

@@ -45,9 +45,12 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
     gradient's f32 copy for the update, a constant's bf16 copy. Loads of
     bf16 values round the file's f32 as they read; stores write f32.
     Collectives then move half the bytes and the memory plan gives the
-    values half the space. Point-to-point messages are always bf16, so the
-    two sides of a pipeline boundary agree. Run before --exec-fuse and
-    --exec-plan-memory.
+    values half the space. A message between pipeline stages (programs
+    marked `sbp.stage`) is bf16 unless the sender keeps its value in f32 (a
+    sum of gradients that the other stage's update reads): then the
+    `exec.send` and its `exec.recv` (same stages and tag) both stay f32;
+    messages of programs without a stage are bf16. Run before --exec-fuse
+    and --exec-plan-memory.
 
     ```mlir
     // training: the weight stays f32 for adamw, a bf16 copy feeds the matmul

@@ -126,3 +126,33 @@ func.func @second() attributes {exec.ranks = array<i64: 1>} {
 // CHECK: exec.send {{.*}} : tensor<8x4xbf16>
 // CHECK-LABEL: func.func @second()
 // CHECK: exec.recv axis 0 from 0 tag 0 : tensor<8x4xbf16>
+
+// -----
+
+// A sum of gradients the other stage's update reads goes, and arrives, in
+// f32; a message between programs without stages stays bf16 (above).
+sbp.mesh @m axes ["pp"] shape [2]
+func.func @summing() attributes {exec.ranks = array<i64: 0>, sbp.stage = 0 : i64} {
+  %a = exec.load "input" "a" global [4] [B] : tensor<4xf32>
+  %b = exec.load "input" "b" global [4] [B] : tensor<4xf32>
+  %s = graph.add %a, %b {graph.accumulate} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  exec.send %s axis 0 to 1 tag 3 : tensor<4xf32>
+  %t = graph.mul %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  exec.send %t axis 0 to 1 tag 4 : tensor<4xf32>
+  return
+}
+func.func @updating() attributes {exec.ranks = array<i64: 1>, sbp.stage = 1 : i64} {
+  %g = exec.recv axis 0 from 0 tag 3 : tensor<4xf32>
+  %h = exec.recv axis 0 from 0 tag 4 : tensor<4xf32>
+  exec.store %g "g" global [4] [B] : tensor<4xf32>
+  exec.store %h "h" global [4] [B] : tensor<4xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @summing()
+// CHECK: %[[S:.*]] = graph.add {{.*}} -> tensor<4xf32>
+// CHECK-NEXT: exec.send %[[S]] axis 0 to 1 tag 3 : tensor<4xf32>
+// CHECK: exec.send {{.*}} tag 4 : tensor<4xbf16>
+// CHECK-LABEL: func.func @updating()
+// CHECK: exec.recv axis 0 from 0 tag 3 : tensor<4xf32>
+// CHECK: exec.recv axis 0 from 0 tag 4 : tensor<4xbf16>
