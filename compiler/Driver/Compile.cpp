@@ -413,6 +413,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   if (stages > 1) {
     sbp::SbpPipelineStagesOptions pipeline;
     pipeline.stages = stages;
+    pipeline.schedule = command.pipelineSchedule;
     pipeline.cluster = command.cluster;
     pm.addPass(sbp::createSbpPipelineStages(pipeline));
   }

@@ -30,6 +30,7 @@ struct CompileCommand {
   std::string precision = "f32";  // f32 | bf16 (--exec-bf16 on the rank programs)
   bool fusedAttention = true;     // bf16 attention as exec.attention (--exec-fuse)
   bool timing = false;            // --timing: where the compile's time went, on stderr
+  std::string pipelineSchedule = "1f1b"; // 1f1b | gpipe | sequential (--sbp-pipeline)
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

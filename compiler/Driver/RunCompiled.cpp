@@ -258,6 +258,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     const std::string &name = output.name;
     const sbprt::NdSbp *layout = &output.layout;
     sbprt::sim::Shards parts(ranks);
+    std::vector<int64_t> writerOf(ranks);
     for (int64_t r = 0; r < ranks; ++r) {
       // A pipeline's output comes from the ranks of the stage that wrote it,
       // read as the first stage's (the layout is B on that axis).
@@ -269,6 +270,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
         coords.front() = output.stage;
         writer = mesh.rankOf(coords);
       }
+      writerOf[r] = writer;
       std::string path = joinPath(shards, name + ".rank" + std::to_string(writer) + ".npy");
       if (llvm::sys::fs::exists(path) && !sbprt::io::readNpy(path, parts[r], error))
         return reportError(error);
@@ -280,7 +282,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
       for (size_t axis = 0; axis < layout->size(); ++axis)
         needed = needed && !((*layout)[axis].isBroadcast() && coords[axis] != 0);
       if (needed && parts[r].shape().empty() && parts[r].numBytes() == 0)
-        return reportError("rank " + std::to_string(r) + " wrote no shard of output '" + name +
+        return reportError("rank " + std::to_string(writerOf[r]) + " wrote no shard of output '" + name +
                            "'");
     }
     sbprt::Tensor global = sbprt::sim::assemble(parts, mesh, *layout);

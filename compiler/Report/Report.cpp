@@ -526,7 +526,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     }
   }
   // The step's totals: times add up, bytes are the mean over the ranks,
-  // memory is the fullest stage's. Under GPipe the stages overlap: each
+  // memory is the fullest stage's. Under 1F1B or GPipe the stages overlap: each
   // micro-batch's work of a stage takes 1/M of the stage's, and the step
   // is the first micro-batch through every stage, then M - 1 more of the
   // slowest stage's.
@@ -571,7 +571,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
         {"compute_time_s", compute},
         {"comm_time_s", comm},
         {"estimated_step_time_s",
-         stage.size() > 1 && schedule == "gpipe"
+         stage.size() > 1 && schedule != "sequential"
              ? throughStages + static_cast<double>(microBatches - 1) * slowest
              : compute + comm},
         {"peak_memory_bytes", peakMemory},

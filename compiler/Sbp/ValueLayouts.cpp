@@ -66,6 +66,9 @@ std::vector<int64_t> stagesReading(Value value) {
 }
 
 bool stageLoads(BlockArgument arg, int64_t stage) {
+  // One that nothing reads is still the program's: the first stage's.
+  if (arg.use_empty())
+    return stage == 0;
   return llvm::any_of(arg.getUsers(), [&](Operation *user) {
     return isa<func::ReturnOp>(user) ? stage == 0 : stageOf(user) == stage;
   });

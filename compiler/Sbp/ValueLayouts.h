@@ -65,7 +65,7 @@ int64_t stageOf(mlir::Operation *op);
 /// producer's stage, so returning it sends it nowhere.
 std::vector<int64_t> stagesReading(mlir::Value value);
 /// Whether stage `stage` loads `arg`: one of its ops reads it, or it is a
-/// result as it is (stored by the first stage).
+/// result as it is or read by nothing (the first stage's).
 bool stageLoads(mlir::BlockArgument arg, int64_t stage);
 
 /// The ops of a micro-batched step by micro-batch, in program order: the

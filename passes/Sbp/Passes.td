@@ -211,10 +211,10 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
     coordinates of the other stage unchanged (`--sbp-spmdize` makes the
     sends and receives).
 
-    - The forward ops are cut, in program order, into stages of about equal
-      compute time (the cost model's, on the ops' local shapes); a block of
-      the model (`graph.region`, a transformer layer) goes whole to the
-      stage where its midpoint falls. With micro-batches
+    - The forward ops are cut, in program order, into contiguous stages,
+      none empty, whose slowest is as fast as can be (compute time by the
+      cost model, on the ops' local shapes); a block of the model
+      (`graph.region`, a transformer layer) goes whole. With micro-batches
       (`--sbp-micro-batches`), the first micro-batch is cut and the others
       follow it op for op. Forward ops computed from inputs and constants
       alone (a micro-batch's slice of an input, a mask) go to the lowest
@@ -228,19 +228,22 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
     - Boxings and constants go to the lowest stage of their users: a value
       is sent as it was computed and changed where it is needed.
 
-    With micro-batches, the ops are then put in GPipe's order
-    (`schedule=gpipe`, the default): stage s runs micro-batch m's forward at
-    step m + s, so that the stages work on different micro-batches at once,
-    and the backward in the same order from the last stage down; a sum over
-    micro-batches or an update runs as soon as what it reads is ready, a
-    boxing or a constant just before its first reader. Every rank meets its
-    sends, receives and collectives in this one order. `schedule=sequential`
-    keeps the micro-batches one after the other (one micro-batch's
-    activations live at a time; the stages wait for each other). The
-    function records it as `sbp.schedule`.
+    With micro-batches, the ops are then put in a pipeline schedule, so
+    that the stages work on different micro-batches at once: `1f1b` (the
+    default; PipeDream-Flush, as Megatron-LM) runs S - s - 1 forwards on
+    stage s to fill the pipeline, then a forward and a backward in turn
+    (stage s holds at most S - s micro-batches' activations); `gpipe` runs
+    every forward, then every backward (M micro-batches' activations). Each
+    op goes where its task starts in a simulation of the schedule (a
+    forward taking 1, a backward 2), in a topological order; a sum over
+    micro-batches or an update as soon as what it reads is ready, a boxing
+    or a constant just before its first reader. Every rank meets its sends,
+    receives and collectives in this one order. `sequential` keeps the
+    micro-batches one after the other (the stages wait for each other). The
+    function records the schedule as `sbp.schedule`.
 
-    A model with fewer blocks than stages (a stage left without a forward
-    op) is refused. `stages=1` changes nothing.
+    A forward with fewer parts (blocks, and ops outside blocks that read
+    parameters) than stages is refused. `stages=1` changes nothing.
 
     ```mlir
     %0 = graph.matmul %x, %w {sbp.stage = 0 : i64, ...}
@@ -249,8 +252,8 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"1", "Number of pipeline stages">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"gpipe\"",
-           "Order of the micro-batches' work: gpipe or sequential">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "Order of the micro-batches' work: 1f1b, gpipe or sequential">,
     Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
            "Cluster preset name or JSON file for the cost model">,
   ];

@@ -5,10 +5,10 @@
 // to another goes rank to rank unchanged (--sbp-spmdize makes the sends
 // and receives). What is left to choose is which stage computes each op:
 //
-// - The forward ops are cut, in program order, into stages of about equal
-//   compute time (the cost model's, on the ops' local shapes). A block of
-//   the model (graph.region: a transformer layer) is never cut: it goes
-//   where its midpoint falls. With micro-batches the first micro-batch is
+// - The forward ops are cut, in program order, into contiguous stages,
+//   none empty, whose slowest is as fast as can be (compute time by the
+//   cost model, on the ops' local shapes). A block of the model
+//   (graph.region: a transformer layer) is never cut. With micro-batches the first micro-batch is
 //   cut and every later one follows it op for op. Forward ops computed
 //   from inputs and constants alone (a micro-batch's slice of an input, a
 //   mask) are not cut: they go to the lowest stage that reads them.
@@ -23,20 +23,24 @@
 //   lowest stage of their users, so that a value is sent as it was
 //   computed and changed where it is needed.
 //
-// With micro-batches, the ops are then reordered into GPipe's schedule:
-// every stage runs the forward of micro-batch m at step m + s (so while
-// stage 1 computes micro-batch 0, stage 0 computes micro-batch 1), and the
-// backward in the same order from the last stage down. Every rank meets its
-// sends, receives and collectives in this one order, which --sbp-spmdize
-// keeps. `schedule=sequential` keeps the micro-batches one after another
-// (one micro-batch's activations live at a time, but the stages wait for
-// each other).
+// With micro-batches, the ops are then reordered into a pipeline
+// schedule, so that the stages work on different micro-batches at once.
+// 1F1B (the default; PipeDream-Flush, as Megatron-LM): stage s runs
+// S - s - 1 forwards to fill the pipeline, then a forward and a backward
+// in turn, so it holds the activations of at most S - s micro-batches.
+// GPipe: every forward, then every backward (M micro-batches' activations
+// held). Each op goes at the time its task starts in a simulation of the
+// schedule (a forward taking 1, a backward 2), in a topological order;
+// every rank meets its sends, receives and collectives in this one order,
+// which --sbp-spmdize keeps. `schedule=sequential` keeps the micro-batches
+// one after another (the stages wait for each other).
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Sbp/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
+#include <array>
 #include <queue>
 #include <set>
 
@@ -71,8 +75,21 @@ private:
   double secondsOf(Operation *op);
   /// Cuts `ops` (forward ops in program order) into the stages.
   void cut(ArrayRef<Operation *> ops);
-  /// Reorders the ops into GPipe's schedule (see the top of the file).
-  void scheduleGPipe(int64_t microBatches);
+  /// Adds the stages of the placed ops that read `v` and that `counts`
+  /// accepts, looking through boxings (their own stage follows their
+  /// readers').
+  void readerStages(Value v, llvm::function_ref<bool(Operation *)> counts,
+                    std::set<int64_t> &into) const;
+  /// Moves each of `ops` (backward ops placed by their gradient operands
+  /// alone: reshapes, sums), last first, to the stage where it and its
+  /// neighbours send the fewest bytes between stages: where its operands
+  /// already are, or where its readers are.
+  void improve(ArrayRef<Operation *> ops);
+  /// Per micro-batch m and stage s (at m * stages + s): when its forward
+  /// (0) and backward (1) start in the schedule, in units of a forward.
+  std::vector<std::array<double, 2>> taskStarts(int64_t microBatches) const;
+  /// Reorders the ops into the schedule (see the top of the file).
+  void schedulePipeline(int64_t microBatches);
   std::optional<int64_t> stageOf(Operation *op) const {
     auto found = stage.find(op);
     return found == stage.end() ? std::nullopt : std::optional(found->second);
@@ -85,6 +102,7 @@ private:
   ElementSizes sizes;
   llvm::DenseSet<Operation *> backward;
   llvm::DenseMap<Operation *, int64_t> stage;
+  size_t units_ = 0; // the most units a cut had
 };
 
 double StagePlacer::secondsOf(Operation *op) {
@@ -121,20 +139,98 @@ void StagePlacer::cut(ArrayRef<Operation *> ops) {
     seconds.push_back(s);
     total += s;
   }
-  // Each unit goes where its midpoint falls; units of no time (reshapes)
-  // by their position among the units when nothing takes time at all.
-  double before = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    double mid = total > 0 ? (before + seconds[u] / 2) / total
-                           : (static_cast<double>(u) + 0.5) / static_cast<double>(units.size());
-    before += seconds[u];
-    int64_t s = std::min<int64_t>(stages - 1, static_cast<int64_t>(mid * static_cast<double>(stages)));
-    for (size_t i = units[u].first; i < units[u].second; ++i)
-      stage[ops[i]] = s;
+  // The contiguous split of the units into the stages, none empty, whose
+  // slowest stage is fastest: the least bound at which filling each stage
+  // up to it (and leaving a unit for every stage after) places them all,
+  // by bisection. Units of no time (reshapes) go with the work before.
+  auto place = [&](double bound, bool record) {
+    int64_t group = 0;
+    double load = 0;
+    size_t inGroup = 0;
+    for (size_t u = 0; u < units.size(); ++u) {
+      size_t left = units.size() - u; // this unit and those after it
+      bool full = load + seconds[u] > bound && seconds[u] > 0;
+      if (inGroup > 0 && group < stages - 1 &&
+          (full || left <= static_cast<size_t>(stages - 1 - group))) {
+        ++group;
+        load = 0;
+        inGroup = 0;
+      }
+      load += seconds[u];
+      ++inGroup;
+      if (load > bound && !record)
+        return false;
+      if (record)
+        for (size_t i = units[u].first; i < units[u].second; ++i)
+          stage[ops[i]] = group;
+    }
+    return true;
+  };
+  double low = 0, high = total;
+  for (double t : seconds)
+    low = std::max(low, t);
+  high = std::max(high, low);
+  for (int i = 0; i < 60 && high - low > 1e-12 * std::max(1.0, high); ++i) {
+    double mid = (low + high) / 2;
+    (place(mid, false) ? high : low) = mid;
   }
+  place(high, true);
+  units_ = std::max(units_, units.size());
 }
 
-void StagePlacer::scheduleGPipe(int64_t microBatches) {
+std::vector<std::array<double, 2>> StagePlacer::taskStarts(int64_t microBatches) const {
+  // Each stage's tasks in its order: GPipe every forward, then every
+  // backward; 1F1B (PipeDream-Flush) S - s - 1 forwards to fill the
+  // pipeline, then one forward and one backward in turn, then the
+  // backwards left.
+  struct Task {
+    int64_t microBatch;
+    bool backward;
+  };
+  std::vector<std::vector<Task>> order(stages);
+  for (int64_t s = 0; s < stages; ++s) {
+    std::vector<Task> &tasks = order[s];
+    int64_t warmup = schedule == "gpipe" ? microBatches : std::min(stages - s - 1, microBatches);
+    for (int64_t m = 0; m < warmup; ++m)
+      tasks.push_back({m, false});
+    for (int64_t m = 0; m + warmup < microBatches; ++m) {
+      tasks.push_back({m + warmup, false});
+      tasks.push_back({m, true});
+    }
+    for (int64_t m = std::max<int64_t>(0, microBatches - warmup); m < microBatches; ++m)
+      tasks.push_back({m, true});
+  }
+  // Their start times when a forward takes 1 and a backward 2, a forward
+  // waiting for the stage before and a backward for the stage after.
+  constexpr double kUnset = -1;
+  std::vector<std::array<double, 2>> finish(microBatches * stages, {kUnset, kUnset}),
+      start = finish;
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> free(stages, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      while (next[s] < order[s].size()) {
+        auto [m, b] = order[s][next[s]];
+        int64_t dependency = b ? s + 1 : s - 1;
+        double ready = free[s];
+        if (dependency >= 0 && dependency < stages) {
+          double before = finish[m * stages + dependency][b];
+          if (before == kUnset)
+            break;
+          ready = std::max(ready, before);
+        }
+        start[m * stages + s][b] = ready;
+        finish[m * stages + s][b] = free[s] = ready + (b ? 2 : 1);
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  return start;
+}
+
+void StagePlacer::schedulePipeline(int64_t microBatches) {
   Block &body = fn.getBody().front();
   std::vector<Operation *> ops;
   llvm::DenseMap<Operation *, size_t> index;
@@ -146,15 +242,15 @@ void StagePlacer::scheduleGPipe(int64_t microBatches) {
   // anything else (a sum over micro-batches, an update) as soon as what it
   // reads is ready; boxings and ops that read only arguments (constants,
   // ZeRO's gathers of parameters) just before their first reader.
-  const int64_t last = stages - 1, backwardStart = microBatches + last;
-  std::vector<int64_t> step(ops.size(), 0);
+  std::vector<std::array<double, 2>> starts = taskStarts(microBatches);
+  std::vector<double> step(ops.size(), 0);
   std::vector<bool> byReaders(ops.size(), false);
   for (auto [i, op] : llvm::enumerate(ops)) {
     int64_t s = stage.lookup(op);
     if (auto mark = op->getAttrOfType<IntegerAttr>(kMicroBatch);
-        mark && !op->hasAttr(graph::GraphDialect::kAccumulateAttr) && !isa<BoxingOp>(op)) {
-      int64_t m = mark.getInt();
-      step[i] = backward.contains(op) ? backwardStart + m + (last - s) : m + s;
+        mark && !op->hasAttr(graph::GraphDialect::kAccumulateAttr) && !isa<BoxingOp>(op) &&
+        mark.getInt() >= 0 && mark.getInt() < microBatches) {
+      step[i] = starts[mark.getInt() * stages + s][backward.contains(op)];
       continue;
     }
     bool readsOps = !isa<BoxingOp>(op) && llvm::any_of(op->getOperands(), [](Value v) {
@@ -172,7 +268,7 @@ void StagePlacer::scheduleGPipe(int64_t microBatches) {
   for (size_t i = ops.size(); i-- > 0;) {
     if (!byReaders[i])
       continue;
-    std::optional<int64_t> first;
+    std::optional<double> first;
     for (Operation *user : ops[i]->getUsers())
       if (auto found = index.find(user); found != index.end())
         first = first ? std::min(*first, step[found->second]) : step[found->second];
@@ -185,7 +281,7 @@ void StagePlacer::scheduleGPipe(int64_t microBatches) {
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp(); def && def->getBlock() == &body)
         ++waiting[i];
-  using Key = std::pair<int64_t, size_t>;
+  using Key = std::pair<double, size_t>;
   std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
   for (size_t i = 0; i < ops.size(); ++i)
     if (waiting[i] == 0)
@@ -199,6 +295,65 @@ void StagePlacer::scheduleGPipe(int64_t microBatches) {
       if (auto found = index.find(use.getOwner());
           found != index.end() && --waiting[found->second] == 0)
         ready.push({step[found->second], found->second});
+  }
+}
+
+void StagePlacer::readerStages(Value v, llvm::function_ref<bool(Operation *)> counts,
+                               std::set<int64_t> &into) const {
+  SmallVector<Value> values = {v};
+  while (!values.empty())
+    for (Operation *user : values.pop_back_val().getUsers()) {
+      if (auto boxing = dyn_cast<BoxingOp>(user))
+        values.push_back(boxing.getResult());
+      else if (std::optional<int64_t> s = stageOf(user); s && counts(user))
+        into.insert(*s);
+    }
+}
+
+void StagePlacer::improve(ArrayRef<Operation *> ops) {
+  // Bytes a rank holds of a value.
+  auto bytesOf = [&](Value v) -> double {
+    std::optional<sbprt::NdSbp> layout = layoutOf(v);
+    return layout ? static_cast<double>(localBytes(context.mesh, *layout, v, sizes.of(v))) : 0;
+  };
+  for (Operation *op : llvm::reverse(ops)) {
+    std::set<int64_t> candidates = {stage.lookup(op)}, readers;
+    for (Value result : op->getResults())
+      readerStages(result, [](Operation *) { return true; }, readers);
+    candidates.insert(readers.begin(), readers.end());
+    // Where each operand already is: where it is made and read.
+    std::vector<std::pair<std::set<int64_t>, double>> operands;
+    for (Value operand : op->getOperands()) {
+      Value v = source(operand);
+      std::set<int64_t> where;
+      if (Operation *def = v.getDefiningOp())
+        if (std::optional<int64_t> s = stageOf(def))
+          where.insert(*s);
+      for (Operation *user : v.getUsers())
+        if (user != op)
+          if (std::optional<int64_t> s = stageOf(user))
+            where.insert(*s);
+      if (where.empty())
+        continue; // an argument: loaded where it is read
+      candidates.insert(where.begin(), where.end());
+      operands.push_back({std::move(where), bytesOf(v)});
+    }
+    double resultBytes = 0;
+    for (Value result : op->getResults())
+      resultBytes += bytesOf(result);
+    // The stage that sends the fewest bytes: operands to it, the result
+    // from it to every other reader stage. Ties keep the first choice.
+    auto cost = [&](int64_t c) {
+      double bytes = 0;
+      for (auto &[where, size] : operands)
+        bytes += where.count(c) ? 0 : size;
+      return bytes + resultBytes * static_cast<double>(readers.size() - readers.count(c));
+    };
+    int64_t best = stage.lookup(op);
+    for (int64_t c : candidates)
+      if (cost(c) < cost(best))
+        best = c;
+    stage[op] = best;
   }
 }
 
@@ -255,24 +410,19 @@ LogicalResult StagePlacer::run() {
   std::vector<bool> used(stages, false);
   for (auto &[op, s] : stage)
     used[s] = true;
-  if (auto idle = llvm::find(used, false); idle != used.end())
-    return fn.emitOpError() << "cannot be cut into " << stages << " pipeline stages: stage "
-                            << (idle - used.begin())
-                            << " would have no forward op (the model has too few blocks); use "
-                               "fewer stages";
+  if (llvm::is_contained(used, false)) {
+    InFlightDiagnostic error = fn.emitOpError()
+                               << "cannot be cut into " << stages << " pipeline stages: ";
+    if (units_ == 0)
+      return error << "no forward op reads a parameter (only those, and whole blocks, are cut)";
+    return error << "its forward has " << units_ << " part" << (units_ == 1 ? "" : "s")
+                 << " to place (whole blocks, and ops outside blocks that read parameters); use "
+                 << "at most " << units_ << " stage" << (units_ == 1 ? "" : "s");
+  }
 
   // The stages of the forward ops that read `v`, through boxings.
   auto forwardReaders = [&](Value v, std::set<int64_t> &into) {
-    SmallVector<Value> values = {v};
-    while (!values.empty()) {
-      Value value = values.pop_back_val();
-      for (Operation *user : value.getUsers()) {
-        if (auto boxing = dyn_cast<BoxingOp>(user))
-          values.push_back(boxing.getResult());
-        else if (std::optional<int64_t> s = stageOf(user); s && isForward(user))
-          into.insert(*s);
-      }
-    }
+    readerStages(v, isForward, into);
   };
   // Forward ops of arguments alone: the lowest stage that reads them, the
   // last first so that a chain follows its reader.
@@ -305,7 +455,7 @@ LogicalResult StagePlacer::run() {
   // latest: a backward op reads the inputs of the op it differentiates,
   // which that op's stage holds); without forward operands, the lowest
   // stage its backward operands come from.
-  SmallVector<Operation *> floating;
+  SmallVector<Operation *> floating, gradientOnly;
   for (Operation &op : body.without_terminator()) {
     if (stage.contains(&op))
       continue;
@@ -339,11 +489,14 @@ LogicalResult StagePlacer::run() {
       stage[&op] = fromBackward && common->count(*fromBackward) ? *fromBackward : *common->rbegin();
     else if (latestForward)
       stage[&op] = *latestForward;
-    else if (fromBackward)
+    else if (fromBackward) {
       stage[&op] = *fromBackward;
-    else
+      gradientOnly.push_back(&op);
+    } else {
       floating.push_back(&op);
+    }
   }
+  improve(gradientOnly);
   // Boxings and constants: the lowest stage of their users, last first so
   // that a chain of boxings follows its consumer.
   for (Operation *op : llvm::reverse(floating)) {
@@ -364,10 +517,10 @@ LogicalResult StagePlacer::run() {
   for (Operation &op : body.without_terminator())
     op.setAttr(kStage, IntegerAttr::get(i64, stage.lookup(&op)));
   fn->setAttr(kFuncStages, IntegerAttr::get(i64, stages));
-  bool gpipe = !batches.empty() && schedule == "gpipe";
-  if (gpipe)
-    scheduleGPipe(static_cast<int64_t>(batches.size()));
-  fn->setAttr(kFuncSchedule, StringAttr::get(ctx, gpipe ? "gpipe" : "sequential"));
+  bool pipelined = !batches.empty() && schedule != "sequential";
+  if (pipelined)
+    schedulePipeline(static_cast<int64_t>(batches.size()));
+  fn->setAttr(kFuncSchedule, StringAttr::get(ctx, pipelined ? schedule : StringRef("sequential")));
   return success();
 }
 
@@ -381,8 +534,8 @@ public:
       getOperation().emitError() << "sbp-pipeline: stages must be at least 1, got " << stages;
       return signalPassFailure();
     }
-    if (schedule != "gpipe" && schedule != "sequential") {
-      getOperation().emitError() << "sbp-pipeline: schedule must be gpipe or sequential, got '"
+    if (schedule != "1f1b" && schedule != "gpipe" && schedule != "sequential") {
+      getOperation().emitError() << "sbp-pipeline: schedule must be 1f1b, gpipe or sequential, got '"
                                  << schedule << "'";
       return signalPassFailure();
     }

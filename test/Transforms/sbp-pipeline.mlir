@@ -99,12 +99,24 @@ func.func @g(%x: tensor<4xf32> {graph.param = "x", sbp.layout = #sbp.nd<[B]>})
 
 // -----
 
-// More stages than blocks: refused, not left idle.
+// More stages than parts to place: refused, not left idle. A block goes
+// whole; a forward of inputs alone has nothing to cut.
 sbp.mesh @m axes ["dp"] shape [1]
-// expected-error @+1 {{cannot be cut into 2 pipeline stages: stage 0 would have no forward op (the model has too few blocks); use fewer stages}}
-func.func @h(%x: tensor<4xf32> {graph.input = "x", sbp.layout = #sbp.nd<[B]>})
+// expected-error @+1 {{cannot be cut into 2 pipeline stages: its forward has 1 part to place (whole blocks, and ops outside blocks that read parameters); use at most 1 stage}}
+func.func @h(%x: tensor<4xf32> {graph.param = "x", sbp.layout = #sbp.nd<[B]>})
     -> (tensor<4xf32> {graph.output = "y"}) {
   %0 = graph.tanh %x {graph.region = "h.0"} : tensor<4xf32>
   %1 = graph.exp %0 {graph.region = "h.0"} : tensor<4xf32>
   return %1 : tensor<4xf32>
 }
+
+// -----
+
+sbp.mesh @m axes ["dp"] shape [1]
+// expected-error @+1 {{cannot be cut into 2 pipeline stages: no forward op reads a parameter (only those, and whole blocks, are cut)}}
+func.func @i(%x: tensor<4xf32> {graph.input = "x", sbp.layout = #sbp.nd<[B]>})
+    -> (tensor<4xf32> {graph.output = "y"}) {
+  %0 = graph.tanh %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+

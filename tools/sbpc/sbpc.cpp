@@ -2,6 +2,7 @@
 #include "compiler/Driver/Commands.h"
 #include "compiler/Driver/Compile.h"
 #include "compiler/Sbp/Signatures.h"
+#include "compiler/Sbp/Strategies.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
@@ -237,6 +238,12 @@ static cl::opt<int64_t>
                                  "gradients, update once (default 1); the batch must divide into N micro-batches, "
                                  "and each micro-batch's rows over the ranks that split the batch"),
                         cl::init(1), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<std::string> compilePipelineSchedule(
+    "pipeline-schedule",
+    cl::desc("--mesh pp=N with --micro-batches: 1f1b (default: a stage holds at most N - s "
+             "micro-batches' activations) | gpipe (every forward, then every backward) | "
+             "sequential (one micro-batch after another)"),
+    cl::init("1f1b"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileRecompute("recompute",
                      cl::desc("--train: none (default) | full (recompute each marked block's "
@@ -316,6 +323,20 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (compileRecompute != "none" && compileRecompute != "full" && compileRecompute != "selective")
     return sbpc::reportError("--recompute must be none, full or selective, got '" +
                              compileRecompute + "'");
+  if (compilePipelineSchedule != "1f1b" && compilePipelineSchedule != "gpipe" &&
+      compilePipelineSchedule != "sequential")
+    return sbpc::reportError("--pipeline-schedule must be 1f1b, gpipe or sequential, got '" +
+                             compilePipelineSchedule + "'");
+  if (compilePipelineSchedule.getNumOccurrences()) {
+    std::string error;
+    std::optional<sbprt::Mesh> mesh = sbpc::parseMesh(compileMesh, error);
+    if (mesh && (mesh->axes.empty() || mesh->axes.front() != sbprt::kPipelineAxis))
+      return sbpc::reportError("--pipeline-schedule applies to a mesh whose first axis is pp "
+                               "(e.g. --mesh pp=2,dp=2)");
+    if (compileMicroBatches == 1)
+      return sbpc::reportError("--pipeline-schedule orders micro-batches: add --train "
+                               "--micro-batches N");
+  }
   if (!compileTrain && (compileZero || compileMicroBatches != 1 || compileRecompute != "none"))
     return sbpc::reportError("--zero, --micro-batches and --recompute apply to a training step: "
                              "add --train");
@@ -346,7 +367,7 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                                 compileLr, compileMomentum, compileWeightDecay, compileEps,
                                 compileZero, compileMicroBatches, compileRecompute,
                                 compileCudaArch, compilePrecision, compileFusedAttention,
-                                compileTiming});
+                                compileTiming, compilePipelineSchedule});
 }
 
 int main(int argc, char **argv) {
