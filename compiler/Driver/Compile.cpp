@@ -395,6 +395,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.cluster = command.cluster;
     search.memoryCheck = !command.ignoreMemory;
     search.zero = command.train ? command.zero : 0;
+    search.stages = stages;
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;

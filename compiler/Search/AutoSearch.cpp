@@ -241,7 +241,8 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
 std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                   const AutoOptions &options) {
   problem.setMemoryPrice(0);
-  double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
+  const double stages = static_cast<double>(std::max<int64_t>(1, options.stages));
+  double limit = options.checkMemory ? problem.cluster().memoryBytes * stages : 0;
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
   double memory = planMemory(problem, best->choice);
@@ -269,8 +270,13 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     }
     problem.setMemoryPrice(0);
     if (!fitting) {
-      error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
-              " per rank, a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
+      error = "no plan found fits device memory: the leanest found needs " +
+              bytesText(memory / stages) + " per rank" +
+              (stages > 1 ? " (its memory over the " + std::to_string(options.stages) +
+                                " pipeline stages)"
+                          : std::string()) +
+              ", a device of cluster " + problem.cluster().name + " has " +
+              bytesText(limit / stages);
       return std::nullopt;
     }
     fitting->start = best->start;

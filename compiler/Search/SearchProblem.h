@@ -335,6 +335,10 @@ Solution solveDRec(SearchProblem &problem);
 struct AutoOptions {
   /// Reject plans over the cluster's device memory per rank.
   bool checkMemory = true;
+  /// Pipeline stages the plan will be cut into: each rank holds about
+  /// 1/stages of what the plan needs (its parameters and optimizer state;
+  /// an estimate), so the check is against that many devices' memory.
+  int64_t stages = 1;
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};

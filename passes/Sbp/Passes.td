@@ -63,7 +63,12 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
     - `algorithm=auto`: exact where the graph allows it, otherwise the best
       of D-Rec and an axis-by-axis exact solve improved until nothing
       improves; re-solves with a price on memory until the plan fits the
-      cluster's device memory (`memory-check=false` skips that).
+      cluster's device memory (`memory-check=false` skips that). With
+      `stages`, the plan is for a pipeline of that many stages, each
+      holding part of it: the check counts 1/stages of the plan's memory
+      per rank (an estimate: the parameters and optimizer state divide,
+      the activations of the micro-batches in flight roughly do under
+      1F1B; the report's per-stage peaks are the real estimate).
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will
     make it, time and memory: the updates split on the data-parallel axes
@@ -94,6 +99,9 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "lay out every micro-batch's copy of an op as micro-batch 0's">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "the --sbp-zero stage to follow: plans are costed as it will make them">,
+    Option<"stages", "stages", "int64_t", /*default=*/"1",
+           "pipeline stages the plan will be cut into (--sbp-pipeline): the memory check "
+           "counts 1/stages of the plan's memory per rank">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

@@ -118,6 +118,7 @@ private:
     std::optional<search::Solution> solution;
     search::AutoOptions options;
     options.checkMemory = memoryCheck;
+    options.stages = stages;
     options.starts = takeStarts(*problem);
     // ZeRO works on the axes the plan splits the batch on. Guesses: those
     // of each start, the cheapest without ZeRO first (and of the fixed
@@ -164,7 +165,7 @@ private:
         // axes the plan splits the batch on, not those it was solved for.
         problem->setZero(static_cast<int>(zero), axes);
         solution->seconds = search::evaluate(*problem, solution->choice);
-        double bytes = search::planMemory(*problem, solution->choice);
+        double bytes = search::planMemory(*problem, solution->choice) / static_cast<double>(stages);
         double limit = problem->cluster().memoryBytes;
         if (algorithm == "auto" && memoryCheck && bytes > limit) {
           if (nextGuess < guesses.size()) {

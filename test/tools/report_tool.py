@@ -32,6 +32,14 @@ SCHEMA = {
 SEARCH = {"search_seconds": float, "candidates_evaluated": int, "plan_seconds": float,
           "memory_bytes_per_rank": float}
 RUNNER_UP = {"operands": [LAYOUT], "results": [LAYOUT], "plan_time_s": float}
+# What a pipeline (--mesh pp=N,...) adds.
+PIPELINE = {"axis": str, "stages": int, "micro_batches": int, "schedule": str,
+            "per_stage": [{"stage": int, "ranks": [int], "compute_time_s": float,
+                           "comm_time_s": float, "comm_bytes_per_rank": float,
+                           "peak_memory_bytes": float}],
+            "transfers": [{"value": str, "shape": [int], "sbp": LAYOUT, "from_stage": int,
+                           "to_stage": int, "bytes_per_rank": float, "est_time_s": float,
+                           "location": str, "reason": str}]}
 
 
 def check(value, schema, path, problems):
@@ -87,10 +95,47 @@ def main(cmd, path):
         sent = sum(b.get("bytes_per_rank", 0) * b.get("micro_batches", 1)
                    for b in report.get("boxings", []))
         totals = report.get("totals", {})
+        pipeline = report.get("pipeline")
+        if pipeline is not None:
+            # Every op and boxing on a stage; a stage's compute is its ops',
+            # its bytes its boxings' and sends'; the total per rank is
+            # their mean over the stages (a rank sends only its stage's).
+            check(pipeline, PIPELINE, "report.pipeline", problems)
+            stages = pipeline.get("stages", 1)
+            per_stage = {s["stage"]: s for s in pipeline.get("per_stage", [])}
+            if sorted(per_stage) != list(range(stages)):
+                problems.append(f"report.pipeline.per_stage: stages {sorted(per_stage)}")
+            stage_sent = {s: 0 for s in range(stages)}
+            stage_time = {s: 0 for s in range(stages)}
+            for kind in ("ops", "boxings"):
+                for i, entry in enumerate(report.get(kind, [])):
+                    if entry.get("stage") not in stage_sent:
+                        problems.append(f"report.{kind}[{i}].stage: {entry.get('stage')}")
+                        continue
+                    n = entry.get("micro_batches", 1)
+                    if kind == "ops":
+                        stage_time[entry["stage"]] += entry.get("est_time_s", 0) * n
+                    else:
+                        stage_sent[entry["stage"]] += entry.get("bytes_per_rank", 0) * n
+            for t in pipeline.get("transfers", []):
+                if t.get("from_stage") in stage_sent and t.get("from_stage") != t.get("to_stage"):
+                    stage_sent[t["from_stage"]] += t.get("bytes_per_rank", 0)
+                else:
+                    problems.append(f"report.pipeline.transfers: {t.get('value')} from stage "
+                                    f"{t.get('from_stage')} to {t.get('to_stage')}")
+            for s, entry in per_stage.items():
+                if s in stage_sent and abs(entry["comm_bytes_per_rank"] - stage_sent[s]) > 0.5:
+                    problems.append(f"report.pipeline.per_stage[{s}]: sends {stage_sent[s]}, "
+                                    f"comm_bytes_per_rank is {entry['comm_bytes_per_rank']}")
+                if s in stage_time and abs(entry["compute_time_s"] - stage_time[s]) > \
+                        1e-9 * max(1.0, stage_time[s]):
+                    problems.append(f"report.pipeline.per_stage[{s}]: ops take {stage_time[s]}, "
+                                    f"compute_time_s is {entry['compute_time_s']}")
+            sent = sum(stage_sent.values()) / stages
         if abs(times - totals.get("compute_time_s", 0)) > 1e-9 * max(1.0, times):
             problems.append(f"report.ops: est_time_s add up to {times}, "
                             f"totals.compute_time_s is {totals.get('compute_time_s')}")
-        if sent != totals.get("comm_bytes_per_rank", 0):
+        if abs(sent - totals.get("comm_bytes_per_rank", 0)) > 0.5:
             problems.append(f"report.boxings: bytes_per_rank add up to {sent}, "
                             f"totals.comm_bytes_per_rank is {totals.get('comm_bytes_per_rank')}")
         for p in problems[:20]:
