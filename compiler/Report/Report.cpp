@@ -512,9 +512,11 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                 (!last || last->isBeforeInBlock(user)))
               last = user;
           on.unfused.add(bytes, last ? last : &op);
-          // A fused backward reads its forward's output and log-sum-exp again.
+          // A fused backward reads its forward's output and log-sum-exp again
+          // (on the stage that runs it).
           if (Operation *until = sizes.livesUntil(result))
-            if (!last || last->isBeforeInBlock(until))
+            if ((!last || last->isBeforeInBlock(until)) &&
+                (stage.size() == 1 || stageOf(until) == holder))
               last = until;
           on.activations.add(bytes * sizes.storedShare(result), last ? last : &op);
         }
