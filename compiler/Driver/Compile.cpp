@@ -271,6 +271,13 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
       return reportError("--mesh " + command.mesh + ": the pipeline axis '" +
                          sbp::kPipelineAxis.str() + "' must come first (e.g. pp=2,dp=2,tp=2)");
     stages = mesh->shape.front();
+    if (!command.pipelineStarts.empty() &&
+        static_cast<int64_t>(command.pipelineStarts.size()) != stages - 1)
+      return reportError("--pipeline-starts names " +
+                         std::to_string(command.pipelineStarts.size()) + " block" +
+                         (command.pipelineStarts.size() == 1 ? "" : "s") + " for " +
+                         std::to_string(stages) + " stages: one per stage after the first (" +
+                         std::to_string(stages - 1) + ")");
     mesh->axes.erase(mesh->axes.begin());
     mesh->shape.erase(mesh->shape.begin());
     if (mesh->axes.empty()) {
@@ -415,6 +422,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     sbp::SbpPipelineStagesOptions pipeline;
     pipeline.stages = stages;
     pipeline.schedule = command.pipelineSchedule;
+    pipeline.starts = command.pipelineStarts;
     pipeline.cluster = command.cluster;
     pm.addPass(sbp::createSbpPipelineStages(pipeline));
   }

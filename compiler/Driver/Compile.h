@@ -31,6 +31,7 @@ struct CompileCommand {
   bool fusedAttention = true;     // bf16 attention as exec.attention (--exec-fuse)
   bool timing = false;            // --timing: where the compile's time went, on stderr
   std::string pipelineSchedule = "1f1b"; // 1f1b | gpipe | sequential (--sbp-pipeline)
+  std::vector<std::string> pipelineStarts; // blocks that begin stages 1.. (by hand)
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

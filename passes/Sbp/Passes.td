@@ -250,6 +250,10 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
     micro-batches one after the other (the stages wait for each other). The
     function records the schedule as `sbp.schedule`.
 
+    `starts=h.6,h.12,...` places the stages by hand instead: stage g + 1
+    begins with the block named by the g-th (a `graph.region`, in the
+    forward's order); one per stage after the first.
+
     A forward with fewer parts (blocks, and ops outside blocks that read
     parameters) than stages is refused. `stages=1` changes nothing.
 
@@ -262,6 +266,8 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
     Option<"stages", "stages", "int64_t", /*default=*/"1", "Number of pipeline stages">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "Order of the micro-batches' work: 1f1b, gpipe or sequential">,
+    ListOption<"starts", "starts", "std::string",
+               "By hand: the blocks (graph.region) that begin stages 1, 2, ... in order">,
     Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
            "Cluster preset name or JSON file for the cost model">,
   ];

@@ -57,8 +57,9 @@ namespace {
 
 class StagePlacer {
 public:
-  StagePlacer(func::FuncOp fn, LayoutContext &context, int64_t stages, StringRef schedule)
-      : fn(fn), context(context), stages(stages), schedule(schedule), sizes(fn) {}
+  StagePlacer(func::FuncOp fn, LayoutContext &context, int64_t stages, StringRef schedule,
+              ArrayRef<std::string> starts)
+      : fn(fn), context(context), stages(stages), schedule(schedule), starts(starts), sizes(fn) {}
   LogicalResult run();
 
 private:
@@ -73,8 +74,9 @@ private:
     return v;
   }
   double secondsOf(Operation *op);
-  /// Cuts `ops` (forward ops in program order) into the stages.
-  void cut(ArrayRef<Operation *> ops);
+  /// Cuts `ops` (forward ops in program order) into the stages, at the
+  /// blocks `starts` names if it names any.
+  LogicalResult cut(ArrayRef<Operation *> ops);
   /// Adds the stages of the placed ops that read `v` and that `counts`
   /// accepts, looking through boxings (their own stage follows their
   /// readers').
@@ -99,6 +101,7 @@ private:
   LayoutContext &context;
   int64_t stages;
   StringRef schedule;
+  ArrayRef<std::string> starts; // blocks that begin stages 1, 2, ... (by hand)
   ElementSizes sizes;
   llvm::DenseSet<Operation *> backward;
   llvm::DenseMap<Operation *, int64_t> stage;
@@ -118,7 +121,7 @@ double StagePlacer::secondsOf(Operation *op) {
   return computeSecondsOf(op, sig, context.mesh, context.cluster, sizes);
 }
 
-void StagePlacer::cut(ArrayRef<Operation *> ops) {
+LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
   // Units that are never cut: runs of ops of one block (graph.region).
   std::vector<std::pair<size_t, size_t>> units; // [begin, end) in ops
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -174,8 +177,32 @@ void StagePlacer::cut(ArrayRef<Operation *> ops) {
     double mid = (low + high) / 2;
     (place(mid, false) ? high : low) = mid;
   }
-  place(high, true);
   units_ = std::max(units_, units.size());
+  if (starts.empty()) {
+    place(high, true);
+    return success();
+  }
+  // By hand: stage g + 1 begins with the block named starts[g].
+  size_t next = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    auto region = ops[units[u].first]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
+    if (next < starts.size() && region && region.getValue() == starts[next])
+      ++next;
+    for (size_t i = units[u].first; i < units[u].second; ++i)
+      stage[ops[i]] = static_cast<int64_t>(next);
+  }
+  if (next < starts.size()) {
+    std::string blocks;
+    for (auto [begin, end] : units)
+      if (auto region = ops[begin]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr))
+        blocks += (blocks.empty() ? "" : ", ") + region.str();
+    return fn.emitOpError() << "has no block '" << starts[next] << "' after "
+                            << (next == 0 ? std::string("its start") : "'" + starts[next - 1] + "'")
+                            << " to begin pipeline stage " << next + 1
+                            << " (its forward's blocks, in order: "
+                            << (blocks.empty() ? std::string("none") : blocks) << ")";
+  }
+  return success();
 }
 
 std::vector<std::array<double, 2>> StagePlacer::taskStarts(int64_t microBatches) const {
@@ -388,17 +415,20 @@ LogicalResult StagePlacer::run() {
     for (Operation &op : body.without_terminator())
       if (isCut(&op))
         forward.push_back(&op);
-    cut(forward);
+    if (failed(cut(forward)))
+      return failure();
   } else {
     std::vector<std::vector<Operation *>> forward(batches.size());
     for (auto [i, ops] : llvm::enumerate(batches))
       for (Operation *op : ops)
         if (isCut(op))
           forward[i].push_back(op);
-    cut(forward[0]);
+    if (failed(cut(forward[0])))
+      return failure();
     for (size_t i = 1; i < forward.size(); ++i) {
       if (forward[i].size() != forward[0].size()) {
-        cut(forward[i]);
+        if (failed(cut(forward[i])))
+          return failure();
         continue;
       }
       for (auto [first, op] : llvm::zip(forward[0], forward[i]))
@@ -539,6 +569,13 @@ public:
                                  << schedule << "'";
       return signalPassFailure();
     }
+    if (!starts.empty() && static_cast<int64_t>(starts.size()) != stages - 1) {
+      getOperation().emitError() << "sbp-pipeline: starts names " << starts.size()
+                                 << " block" << (starts.size() == 1 ? "" : "s") << " for "
+                                 << stages << " stages; it takes one per stage after the first ("
+                                 << stages - 1 << ")";
+      return signalPassFailure();
+    }
     if (stages == 1)
       return;
     if (failed(forEachFunction(getOperation(), cluster,
@@ -547,7 +584,8 @@ public:
                                    return fn.emitOpError()
                                           << "has no layouts; run --sbp-propagate (or "
                                              "--sbp-search) and --sbp-insert-boxing first";
-                                 return StagePlacer(fn, context, stages, schedule).run();
+                                 return StagePlacer(fn, context, stages, schedule, starts)
+                                     .run();
                                })))
       return signalPassFailure();
   }

@@ -244,6 +244,11 @@ static cl::opt<std::string> compilePipelineSchedule(
              "micro-batches' activations) | gpipe (every forward, then every backward) | "
              "sequential (one micro-batch after another)"),
     cl::init("1f1b"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::list<std::string> compilePipelineStarts(
+    "pipeline-starts",
+    cl::desc("--mesh pp=N: place the stages by hand: the blocks (graph.region, e.g. h.6) that "
+             "begin stages 1..N-1, in order, comma-separated"),
+    cl::CommaSeparated, cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
     compileRecompute("recompute",
                      cl::desc("--train: none (default) | full (recompute each marked block's "
@@ -327,12 +332,16 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
       compilePipelineSchedule != "sequential")
     return sbpc::reportError("--pipeline-schedule must be 1f1b, gpipe or sequential, got '" +
                              compilePipelineSchedule + "'");
+  // The pipeline's flags need a pipeline (a bad --mesh is reported later).
+  std::string meshError;
+  std::optional<sbprt::Mesh> mesh = sbpc::parseMesh(compileMesh, meshError);
+  bool pipelined = !mesh || (!mesh->axes.empty() && mesh->axes.front() == sbprt::kPipelineAxis);
+  for (const cl::Option *flag : {static_cast<const cl::Option *>(&compilePipelineSchedule),
+                                 static_cast<const cl::Option *>(std::addressof(compilePipelineStarts))})
+    if (flag->getNumOccurrences() && !pipelined)
+      return sbpc::reportError("--" + flag->ArgStr.str() +
+                               " applies to a mesh whose first axis is pp (e.g. --mesh pp=2,dp=2)");
   if (compilePipelineSchedule.getNumOccurrences()) {
-    std::string error;
-    std::optional<sbprt::Mesh> mesh = sbpc::parseMesh(compileMesh, error);
-    if (mesh && (mesh->axes.empty() || mesh->axes.front() != sbprt::kPipelineAxis))
-      return sbpc::reportError("--pipeline-schedule applies to a mesh whose first axis is pp "
-                               "(e.g. --mesh pp=2,dp=2)");
     if (compileMicroBatches == 1)
       return sbpc::reportError("--pipeline-schedule orders micro-batches: add --train "
                                "--micro-batches N");
@@ -367,7 +376,8 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
                                 compileLr, compileMomentum, compileWeightDecay, compileEps,
                                 compileZero, compileMicroBatches, compileRecompute,
                                 compileCudaArch, compilePrecision, compileFusedAttention,
-                                compileTiming, compilePipelineSchedule});
+                                compileTiming, compilePipelineSchedule,
+                                {compilePipelineStarts.begin(), compilePipelineStarts.end()}});
 }
 
 int main(int argc, char **argv) {
