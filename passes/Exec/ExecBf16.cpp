@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/DenseSet.h"
 
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -39,8 +40,10 @@ llvm::DenseSet<Operation *> f32Ops(func::FuncOp program) {
   return graph::findF32Storage(program.getBody().front(), isInput, isStore).ops;
 }
 
-/// A message between pipeline stages, as both sides name it: the sending
-/// and receiving programs' stages (sbp.stage) and its tag.
+/// A message between pipeline stages, as both sides know it: the sending
+/// and receiving programs' stages (sbp.stage) and how many messages went
+/// between the two before it (both make them in one order; tags repeat
+/// past 32767).
 using Message = std::tuple<int64_t, int64_t, int64_t>;
 
 int64_t stageOf(func::FuncOp program) {
@@ -103,20 +106,23 @@ public:
     for (func::FuncOp program : programs) {
       keep.push_back(f32Ops(program));
       int64_t stage = stageOf(program);
+      std::map<int64_t, int64_t> sent; // by receiving stage
       program.walk([&](exec::SendOp send) {
+        auto to = static_cast<int64_t>(send.getPeer());
+        int64_t ordinal = sent[to]++;
         Operation *def = send.getInput().getDefiningOp();
         if (stage >= 0 && def && keep.back().contains(def)) {
           keep.back().insert(send);
-          f32Messages.insert({stage, static_cast<int64_t>(send.getPeer()),
-                              static_cast<int64_t>(send.getTag())});
+          f32Messages.insert({stage, to, ordinal});
         }
       });
     }
     for (auto [program, kept] : llvm::zip(programs, keep)) {
       int64_t stage = stageOf(program);
+      std::map<int64_t, int64_t> received; // by sending stage
       program.walk([&](exec::RecvOp recv) {
-        if (f32Messages.count({static_cast<int64_t>(recv.getPeer()), stage,
-                               static_cast<int64_t>(recv.getTag())}))
+        auto from = static_cast<int64_t>(recv.getPeer());
+        if (f32Messages.count({from, stage, received[from]++}))
           kept.insert(recv);
       });
       if (failed(toBf16(program, kept)))

@@ -66,9 +66,10 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       cluster's device memory (`memory-check=false` skips that). With
       `stages`, the plan is for a pipeline of that many stages, each
       holding part of it: the check counts 1/stages of the plan's memory
-      per rank (an estimate: the parameters and optimizer state divide,
-      the activations of the micro-batches in flight roughly do under
-      1F1B; the report's per-stage peaks are the real estimate).
+      per rank. That is a low estimate: the parameters and optimizer state
+      divide, but a stage holds about a whole micro-batch's activations in
+      flight under 1F1B (more under GPipe); the report's per-stage peaks
+      are the real estimate.
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will
     make it, time and memory: the updates split on the data-parallel axes

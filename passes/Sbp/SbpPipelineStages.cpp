@@ -186,8 +186,12 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
   size_t next = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     auto region = ops[units[u].first]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
-    if (next < starts.size() && region && region.getValue() == starts[next])
+    if (next < starts.size() && region && region.getValue() == starts[next]) {
+      if (u == 0)
+        return fn.emitOpError() << "cannot begin pipeline stage 1 with block '" << starts[0]
+                                << "': it begins the forward, which would leave stage 0 nothing";
       ++next;
+    }
     for (size_t i = units[u].first; i < units[u].second; ++i)
       stage[ops[i]] = static_cast<int64_t>(next);
   }

@@ -117,6 +117,8 @@ private:
     std::string error;
     std::optional<search::Solution> solution;
     search::AutoOptions options;
+    if (stages < 1)
+      return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages;
     options.checkMemory = memoryCheck;
     options.stages = stages;
     options.starts = takeStarts(*problem);

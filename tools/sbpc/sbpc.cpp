@@ -335,12 +335,13 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   // The pipeline's flags need a pipeline (a bad --mesh is reported later).
   std::string meshError;
   std::optional<sbprt::Mesh> mesh = sbpc::parseMesh(compileMesh, meshError);
-  bool pipelined = !mesh || (!mesh->axes.empty() && mesh->axes.front() == sbprt::kPipelineAxis);
+  bool pipelined = !mesh || (!mesh->axes.empty() && mesh->axes.front() == sbprt::kPipelineAxis &&
+                             mesh->shape.front() > 1);
   for (const cl::Option *flag : {static_cast<const cl::Option *>(&compilePipelineSchedule),
                                  static_cast<const cl::Option *>(std::addressof(compilePipelineStarts))})
     if (flag->getNumOccurrences() && !pipelined)
       return sbpc::reportError("--" + flag->ArgStr.str() +
-                               " applies to a mesh whose first axis is pp (e.g. --mesh pp=2,dp=2)");
+                               " applies to a mesh whose first axis is pp, of 2 or more stages (e.g. --mesh pp=2,dp=2)");
   if (compilePipelineSchedule.getNumOccurrences()) {
     if (compileMicroBatches == 1)
       return sbpc::reportError("--pipeline-schedule orders micro-batches: add --train "
