@@ -386,7 +386,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     for (BlockArgument arg : fn.getArguments())
       if (std::optional<sbprt::NdSbp> layout = layoutOf(arg))
         for (size_t s = 0; s < stage.size(); ++s)
-          if (stage.size() == 1 || stageLoads(arg, static_cast<int64_t>(s)))
+          if (stageLoads(arg, static_cast<int64_t>(s)))
             stage[s].argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
     fusedAttention |= sizes.attention() && !sizes.attention()->cores.empty();
     // Activations live from their op to their last use.
@@ -508,15 +508,14 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
           StageTotals &on = stage[std::min<size_t>(holder, stage.size() - 1)];
           Operation *last = nullptr;
           for (Operation *user : result.getUsers())
-            if (!isa<func::ReturnOp>(user) && (stage.size() == 1 || stageOf(user) == holder) &&
+            if (!isa<func::ReturnOp>(user) && stageOf(user) == holder &&
                 (!last || last->isBeforeInBlock(user)))
               last = user;
           on.unfused.add(bytes, last ? last : &op);
           // A fused backward reads its forward's output and log-sum-exp again
           // (on the stage that runs it).
           if (Operation *until = sizes.livesUntil(result))
-            if ((!last || last->isBeforeInBlock(until)) &&
-                (stage.size() == 1 || stageOf(until) == holder))
+            if ((!last || last->isBeforeInBlock(until)) && stageOf(until) == holder)
               last = until;
           on.activations.add(bytes * sizes.storedShare(result), last ? last : &op);
         }

@@ -246,11 +246,6 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                  manifestLoads = nlohmann::json::array();
   sbprt::Mesh mesh;
   std::set<std::string> loaded;
-  // A pipeline stage's program (sbp.stage; 0 without stages).
-  auto stageOf = [](func::FuncOp program) -> int64_t {
-    auto stage = program->getAttrOfType<IntegerAttr>(sbp::kStage);
-    return stage ? stage.getInt() : 0;
-  };
   int index = 0;
   for (auto program : module.getOps<func::FuncOp>()) {
     if (!exec::isProgram(program))
@@ -329,7 +324,7 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                    {"stored_shape", fileShape(store.getStoredShape(),
                                                               store.getGlobalShape())},
                                    {"layout", layoutText(store.getLayout())},
-                                   {"stage", stageOf(program)}});
+                                   {"stage", sbp::stageOf(program)}});
     });
   }
   if (binaryOfRank.size() != static_cast<size_t>(mesh.numDevices()) ||
