@@ -565,7 +565,7 @@ public:
 
   void runOnOperation() override {
     if (stages < 1) {
-      getOperation().emitError() << "sbp-pipeline: stages must be at least 1, got " << stages;
+      getOperation().emitError() << "sbp-pipeline: stages must be at least 1, got " << stages.getValue();
       return signalPassFailure();
     }
     if (schedule != "1f1b" && schedule != "gpipe" && schedule != "sequential") {
@@ -576,8 +576,9 @@ public:
     if (!starts.empty() && static_cast<int64_t>(starts.size()) != stages - 1) {
       getOperation().emitError() << "sbp-pipeline: starts names " << starts.size()
                                  << " block" << (starts.size() == 1 ? "" : "s") << " for "
-                                 << stages << " stages; it takes one per stage after the first ("
-                                 << stages - 1 << ")";
+                                 << stages.getValue()
+                                 << " stages; it takes one per stage after the first ("
+                                 << stages.getValue() - 1 << ")";
       return signalPassFailure();
     }
     if (stages == 1)

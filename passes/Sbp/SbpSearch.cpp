@@ -118,7 +118,7 @@ private:
     std::optional<search::Solution> solution;
     search::AutoOptions options;
     if (stages < 1)
-      return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages;
+      return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages.getValue();
     options.checkMemory = memoryCheck;
     options.stages = stages;
     options.starts = takeStarts(*problem);
