@@ -41,6 +41,14 @@ bool require(const json &object, std::initializer_list<const char *> fields,
 std::string str(const json &v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 double num(const json &v) { return v.is_number() ? v.get<double>() : 0.0; }
 
+/// [2, 4, 8] as it is written everywhere else.
+std::string shapeText(const json &shape) {
+  std::string text = "[";
+  for (size_t i = 0; shape.is_array() && i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(static_cast<int64_t>(num(shape[i])));
+  return text + "]";
+}
+
 } // namespace
 
 /// ", in each of 16 micro-batches" where an entry stands for more than one
@@ -54,6 +62,45 @@ static std::string microBatchesText(const json &entry) {
     text += (text.empty() ? ", micro-batch " : " from micro-batch ") +
             std::to_string(static_cast<int64_t>(num(entry["micro_batch"])));
   return text;
+}
+
+/// Where a peak of memory is and what makes it (a report's peak_memory):
+/// "peak at graph.softmax_grad (m.mlir:34:11, micro-batch 1): parameters
+/// and inputs 3.9 GiB, activations 80.3 GiB", then up to `largest` of the
+/// values live there, one per line. Reports before these fields print
+/// nothing.
+static void printPeak(llvm::raw_ostream &os, const json &peak, const std::string &indent,
+                      size_t largest) {
+  if (!peak.is_object() || !peak.contains("at"))
+    return;
+  const json &at = peak["at"];
+  auto microBatch = [](const json &entry) {
+    int64_t mb = static_cast<int64_t>(num(entry.value("micro_batch", json(0))));
+    return mb > 0 ? ", micro-batch " + std::to_string(mb) : std::string();
+  };
+  os << indent << "peak at " << str(at.value("op", json("?"))) << " ("
+     << str(at.value("location", json("?"))) << microBatch(at) << ")";
+  if (peak.contains("stage"))
+    os << " on stage " << static_cast<int64_t>(num(peak["stage"]));
+  os << ": parameters and inputs " << sbpc::bytesText(num(peak.value("arguments_bytes", json(0))))
+     << ", activations " << sbpc::bytesText(num(peak.value("activations_bytes", json(0))));
+  const json live = peak.value("largest_live", json::array());
+  if (largest == 1 && !live.empty()) {
+    os << "; largest " << str(live[0].value("value", json("?"))) << " "
+       << shapeText(live[0].value("shape", json::array())) << " " << str(live[0].value("sbp", json("?")))
+       << " (" << str(live[0].value("op", json("?"))) << "), "
+       << sbpc::bytesText(num(live[0].value("bytes", json(0)))) << "\n";
+    return;
+  }
+  os << (live.empty() ? "\n" : "; largest then:\n");
+  for (size_t i = 0; i < live.size() && i < largest; ++i)
+    os << indent << llvm::formatv("  {0}. {1} {2} {3} ({4} at {5}{6}): {7}\n", i + 1,
+                                  str(live[i].value("value", json("?"))),
+                                  shapeText(live[i].value("shape", json::array())),
+                                  str(live[i].value("sbp", json("?"))),
+                                  str(live[i].value("op", json("?"))),
+                                  str(live[i].value("location", json("?"))), microBatch(live[i]),
+                                  sbpc::bytesText(num(live[i].value("bytes", json(0)))));
 }
 
 mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &os,
@@ -227,6 +274,7 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
                           secondsText(num(stage.value("comm_time_s", json(0)))),
                           bytesText(num(stage.value("comm_bytes_per_rank", json(0)))),
                           bytesText(num(stage.value("peak_memory_bytes", json(0)))));
+      printPeak(os, stage.value("peak_memory", json::object()), "    ", 1);
     }
     const json transfers = pipeline.value("transfers", json::array());
     std::vector<json> sent(transfers.begin(), transfers.end());
@@ -256,6 +304,7 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     os << " (the compiled programs' arena: " << bytesText(num(totals["arena_bytes_per_rank"]))
        << ")";
   os << "\n";
+  printPeak(os, totals.value("peak_memory", json::object()), "  ", 5);
   if (totals.contains("flash_attention_saved_bytes"))
     os << "Flash attention keeps attention's scores and probabilities out of memory: "
        << bytesText(num(totals["flash_attention_saved_bytes"]))

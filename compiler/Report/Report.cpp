@@ -53,18 +53,45 @@ private:
   llvm::DenseMap<Value, std::string> args;
 };
 
-/// The peak of values live from their op until after a given op.
+/// The peak of values live from their op until after a given op, and, to
+/// say what makes it, which values those were (steps number the ops in
+/// block order).
 struct Peak {
+  struct Held {
+    Value value;
+    double bytes;
+    size_t from, until;
+  };
   double live = 0, peak = 0;
+  size_t peakStep = 0;
   llvm::DenseMap<Operation *, double> freedAfter;
-  /// `bytes` made now, freed after `last`.
-  void add(double bytes, Operation *last) {
+  std::vector<Held> held;
+  /// `bytes` of `value` made at step `now`, freed after `last` (at step
+  /// `until`).
+  void add(Value value, double bytes, size_t now, Operation *last, size_t until) {
     live += bytes;
     freedAfter[last] += bytes;
-    peak = std::max(peak, live);
+    if (bytes > 0)
+      held.push_back({value, bytes, now, until});
+    if (live > peak) {
+      peak = live;
+      peakStep = now;
+    }
   }
   /// After `op`: what it was the last to read dies.
   void after(Operation *op) { live -= freedAfter.lookup(op); }
+  /// The `count` largest values live at the peak, largest first.
+  std::vector<Held> largestAtPeak(size_t count) const {
+    std::vector<Held> live;
+    for (const Held &h : held)
+      if (h.from <= peakStep && peakStep <= h.until)
+        live.push_back(h);
+    std::stable_sort(live.begin(), live.end(),
+                     [](const Held &a, const Held &b) { return a.bytes > b.bytes; });
+    if (live.size() > count)
+      live.resize(count);
+    return live;
+  }
 };
 
 /// The micro-batch an op was made for (sbp.micro_batch); a boxing's is its
@@ -339,6 +366,10 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     Peak activations, unfused;
   };
   std::vector<StageTotals> stage(1);
+  // Every op of every function in walk order, to say where a peak is.
+  std::vector<Operation *> walked;
+  llvm::DenseMap<Operation *, size_t> stepOfOp;
+  llvm::DenseMap<Operation *, std::unique_ptr<ValueNames>> namesOf;
   nlohmann::json transfers = nlohmann::json::array();
   std::string schedule = "sequential";
   size_t microBatches = 1;
@@ -346,7 +377,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
-    ValueNames names(fn);
+    ValueNames &names =
+        *namesOf.try_emplace(fn, std::make_unique<ValueNames>(fn)).first->second;
     if (auto stages = fn->getAttrOfType<IntegerAttr>(kFuncStages))
       stage.resize(std::max<int64_t>(1, stages.getInt()));
     if (auto order = fn->getAttrOfType<StringAttr>(kFuncSchedule))
@@ -390,6 +422,10 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
             stage[s].argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
     fusedAttention |= sizes.attention() && !sizes.attention()->cores.empty();
     // Activations live from their op to their last use.
+    for (Operation &op : fn.getBody().front()) {
+      stepOfOp[&op] = walked.size();
+      walked.push_back(&op);
+    }
     for (Operation &op : fn.getBody().front()) {
       StageTotals &here = stage[std::min<size_t>(stageOf(&op), stage.size() - 1)];
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
@@ -511,13 +547,16 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
             if (!isa<func::ReturnOp>(user) && stageOf(user) == holder &&
                 (!last || last->isBeforeInBlock(user)))
               last = user;
-          on.unfused.add(bytes, last ? last : &op);
+          size_t now = stepOfOp.lookup(&op);
+          on.unfused.add(result, bytes, now, last ? last : &op,
+                         last ? stepOfOp.lookup(last) : now);
           // A fused backward reads its forward's output and log-sum-exp again
           // (on the stage that runs it).
           if (Operation *until = sizes.livesUntil(result))
             if ((!last || last->isBeforeInBlock(until)) && stageOf(until) == holder)
               last = until;
-          on.activations.add(bytes * sizes.storedShare(result), last ? last : &op);
+          on.activations.add(result, bytes * sizes.storedShare(result), now, last ? last : &op,
+                             last ? stepOfOp.lookup(last) : now);
         }
       }
       for (StageTotals &totals : stage) {
@@ -532,6 +571,33 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   // is the first micro-batch through every stage, then M - 1 more of the
   // slowest stage's.
   double compute = 0, comm = 0, commBytes = 0, peakMemory = 0, savedBytes = 0;
+  size_t fullest = 0;
+  // Where a stage's peak is, what it is made of, and the values that
+  // weigh most in it.
+  auto peakEntry = [&](const StageTotals &totals) {
+    nlohmann::json entry = {{"arguments_bytes", totals.argBytes},
+                            {"activations_bytes", totals.activations.peak}};
+    if (totals.activations.held.empty())
+      return entry;
+    Operation *at = walked[totals.activations.peakStep];
+    entry["at"] = {{"op", at->getName().getStringRef().str()},
+                   {"location", describeLocation(at->getLoc())},
+                   {"micro_batch", microBatchOf(at)}};
+    nlohmann::json largest = nlohmann::json::array();
+    for (const Peak::Held &held : totals.activations.largestAtPeak(5)) {
+      Operation *def = held.value.getDefiningOp();
+      auto fn = def->getParentOfType<func::FuncOp>();
+      largest.push_back({{"value", (*namesOf.find(fn)->second)(held.value)},
+                         {"op", def->getName().getStringRef().str()},
+                         {"shape", shapeOf(held.value)},
+                         {"sbp", sbprt::toString(*layoutOf(held.value))},
+                         {"location", describeLocation(def->getLoc())},
+                         {"micro_batch", microBatchOf(def)},
+                         {"bytes", held.bytes}});
+    }
+    entry["largest_live"] = std::move(largest);
+    return entry;
+  };
   double throughStages = 0, slowest = 0;
   nlohmann::json stageEntries = nlohmann::json::array();
   int64_t ranksPerStage = mesh.numDevices();
@@ -545,6 +611,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     double memory = totals.argBytes + totals.activations.peak;
     if (memory >= peakMemory) {
       peakMemory = memory;
+      fullest = s;
       savedBytes = totals.unfused.peak - totals.activations.peak;
     }
     stageEntries.push_back(
@@ -554,8 +621,12 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
          {"compute_time_s", totals.compute},
          {"comm_time_s", totals.comm},
          {"comm_bytes_per_rank", totals.commBytes},
-         {"peak_memory_bytes", memory}});
+         {"peak_memory_bytes", memory},
+         {"peak_memory", peakEntry(totals)}});
   }
+  nlohmann::json fullestPeak = stageEntries[fullest]["peak_memory"];
+  if (stage.size() > 1)
+    fullestPeak["stage"] = fullest;
   nlohmann::json cluster = {{"name", inputs.cluster.name},
                             {"device_flops", inputs.cluster.flops},
                             {"device_bf16_flops", inputs.cluster.flopsIn(/*bf16=*/true)},
@@ -576,6 +647,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
              ? throughStages + static_cast<double>(microBatches - 1) * slowest
              : compute + comm},
         {"peak_memory_bytes", peakMemory},
+        {"peak_memory", fullestPeak},
         {"fits_device_memory", peakMemory <= inputs.cluster.memoryBytes}}},
   };
   opList.finish();

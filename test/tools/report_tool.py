@@ -28,6 +28,32 @@ SCHEMA = {
                "fits_device_memory": bool},
 }
 
+# Where the peak memory is (totals.peak_memory, pipeline.per_stage[].peak_memory).
+PEAK = {"arguments_bytes": float, "activations_bytes": float}
+PEAK_AT = {"op": str, "location": str, "micro_batch": int}
+PEAK_LIVE = [{"value": str, "op": str, "shape": [int], "sbp": LAYOUT, "location": str,
+              "micro_batch": int, "bytes": float}]
+
+
+def check_peak(peak, total, path, problems):
+    """A peak is its arguments and activations; the values listed live at it
+    are the largest, largest first, and no more than its activations."""
+    check(peak, PEAK, path, problems)
+    if not isinstance(peak, dict):
+        return
+    parts = peak.get("arguments_bytes", 0) + peak.get("activations_bytes", 0)
+    if abs(parts - total) > 1e-6 * max(1.0, total):
+        problems.append(f"{path}: arguments and activations add up to {parts}, not {total}")
+    if "at" in peak:
+        check(peak["at"], PEAK_AT, f"{path}.at", problems)
+        check(peak.get("largest_live"), PEAK_LIVE, f"{path}.largest_live", problems)
+        sizes = [v.get("bytes", 0) for v in peak.get("largest_live") or []]
+        if not sizes or sizes != sorted(sizes, reverse=True) or \
+                sum(sizes) > peak.get("activations_bytes", 0) * (1 + 1e-9):
+            problems.append(f"{path}.largest_live: {sizes} (not the largest first, or more "
+                            f"than activations_bytes)")
+
+
 # What a search (auto, drec, exact) adds.
 SEARCH = {"search_seconds": float, "candidates_evaluated": int, "plan_seconds": float,
           "memory_bytes_per_rank": float}
@@ -95,6 +121,8 @@ def main(cmd, path):
         sent = sum(b.get("bytes_per_rank", 0) * b.get("micro_batches", 1)
                    for b in report.get("boxings", []))
         totals = report.get("totals", {})
+        check_peak(totals.get("peak_memory"), totals.get("peak_memory_bytes", 0),
+                   "report.totals.peak_memory", problems)
         pipeline = report.get("pipeline")
         if pipeline is not None:
             # Every op and boxing on a stage; a stage's compute is its ops',
@@ -124,6 +152,8 @@ def main(cmd, path):
                     problems.append(f"report.pipeline.transfers: {t.get('value')} from stage "
                                     f"{t.get('from_stage')} to {t.get('to_stage')}")
             for s, entry in per_stage.items():
+                check_peak(entry.get("peak_memory"), entry.get("peak_memory_bytes", 0),
+                           f"report.pipeline.per_stage[{s}].peak_memory", problems)
                 if s in stage_sent and abs(entry["comm_bytes_per_rank"] - stage_sent[s]) > 0.5:
                     problems.append(f"report.pipeline.per_stage[{s}]: sends {stage_sent[s]}, "
                                     f"comm_bytes_per_rank is {entry['comm_bytes_per_rank']}")
@@ -132,6 +162,13 @@ def main(cmd, path):
                     problems.append(f"report.pipeline.per_stage[{s}]: ops take {stage_time[s]}, "
                                     f"compute_time_s is {entry['compute_time_s']}")
             sent = sum(stage_sent.values()) / stages
+            # The step's peak is its fullest stage's.
+            fullest = (totals.get("peak_memory") or {}).get("stage")
+            if fullest not in per_stage or \
+                    {k: v for k, v in totals["peak_memory"].items() if k != "stage"} != \
+                    per_stage[fullest].get("peak_memory"):
+                problems.append(f"report.totals.peak_memory: stage {fullest}, not a stage's "
+                                f"peak_memory")
         if abs(times - totals.get("compute_time_s", 0)) > 1e-9 * max(1.0, times):
             problems.append(f"report.ops: est_time_s add up to {times}, "
                             f"totals.compute_time_s is {totals.get('compute_time_s')}")
