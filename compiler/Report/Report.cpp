@@ -512,7 +512,11 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       // returning one does not keep it).
       // On a pipeline, on the producer's stage and on each stage it is sent
       // to, until the last op there that reads it.
+      // A stored join's ops make nothing a rank holds (StoredJoin).
+      bool joins = isStoredJoin(&op);
       for (Value result : op.getResults()) {
+        if (joins)
+          break;
         std::optional<sbprt::NdSbp> layout = layoutOf(result);
         double bytes =
             layout ? static_cast<double>(localBytes(mesh, *layout, result, sizes.of(result))) : 0;
@@ -544,7 +548,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
           StageTotals &on = stage[std::min<size_t>(holder, stage.size() - 1)];
           Operation *last = nullptr;
           for (Operation *user : result.getUsers())
-            if (!isa<func::ReturnOp>(user) && stageOf(user) == holder &&
+            if (!isa<func::ReturnOp>(user) && !isStoredJoin(user) && stageOf(user) == holder &&
                 (!last || last->isBeforeInBlock(user)))
               last = user;
           size_t now = stepOfOp.lookup(&op);

@@ -49,6 +49,43 @@ ArrayAttr layoutsAttr(MLIRContext *ctx, ArrayRef<sbprt::NdSbp> layouts) {
   return ArrayAttr::get(ctx, attrs);
 }
 
+std::optional<StoredJoin> storedJoinOf(Operation *op, bool checkLayouts) {
+  if (!op || !op->hasAttr(kOutputJoin))
+    return std::nullopt;
+  // Forward to the reshape that makes the result: each join op's only
+  // reader is the next.
+  Operation *root = op;
+  while (root->getNumResults() == 1 && root->getResult(0).hasOneUse() &&
+         (*root->getUsers().begin())->hasAttr(kOutputJoin))
+    root = *root->getUsers().begin();
+  auto reshape = dyn_cast<graph::ReshapeOp>(root);
+  auto concat = reshape ? reshape.getInput().getDefiningOp<graph::ConcatOp>() : nullptr;
+  if (!concat || !concat->hasAttr(kOutputJoin) || !concat.getResult().hasOneUse() ||
+      !reshape.getResult().hasOneUse() || !isa<func::ReturnOp>(*reshape->getUsers().begin()))
+    return std::nullopt;
+  StoredJoin join{reshape.getResult(), {}};
+  std::optional<sbprt::NdSbp> layout = checkLayouts ? layoutOf(join.result) : std::nullopt;
+  if (checkLayouts && !layout)
+    return std::nullopt;
+  auto resultType = cast<RankedTensorType>(join.result.getType());
+  int64_t count = static_cast<int64_t>(concat.getInputs().size());
+  for (Value grouped : concat.getInputs()) {
+    auto group = grouped.getDefiningOp<graph::ReshapeOp>();
+    if (!group || !group->hasAttr(kOutputJoin) || !grouped.hasOneUse())
+      return std::nullopt;
+    Value piece = group.getInput();
+    auto type = cast<RankedTensorType>(piece.getType());
+    if (type.getRank() != resultType.getRank() || type.getRank() == 0 ||
+        type.getDimSize(0) * count != resultType.getDimSize(0) ||
+        type.getShape().drop_front() != resultType.getShape().drop_front())
+      return std::nullopt;
+    if (checkLayouts && layoutOf(piece) != layout)
+      return std::nullopt;
+    join.pieces.push_back(piece);
+  }
+  return join;
+}
+
 int64_t stageOf(Operation *op) {
   auto attr = op ? op->getAttrOfType<IntegerAttr>(kStage) : nullptr;
   return attr ? attr.getInt() : 0;
@@ -58,7 +95,7 @@ std::vector<int64_t> stagesReading(Value value) {
   int64_t from = stageOf(value.getDefiningOp());
   std::vector<int64_t> stages;
   for (Operation *user : value.getUsers())
-    if (!isa<func::ReturnOp>(user) && stageOf(user) != from)
+    if (!isa<func::ReturnOp>(user) && !isStoredJoin(user) && stageOf(user) != from)
       stages.push_back(stageOf(user));
   llvm::sort(stages);
   stages.erase(std::unique(stages.begin(), stages.end()), stages.end());

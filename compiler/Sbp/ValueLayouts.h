@@ -47,6 +47,33 @@ constexpr llvm::StringLiteral kStarts = "sbp.starts";
 /// counterpart in micro-batch 0.
 constexpr llvm::StringLiteral kMicroBatch = "sbp.micro_batch";
 
+/// Set by --sbp-micro-batches on the ops that join a split result's
+/// micro-batch pieces back into its rows (a reshape of each piece, their
+/// concat, a reshape of that). Where each piece is laid out as the joined
+/// result (StoredJoin), --sbp-spmdize stores every piece's rows as soon as
+/// it is made (exec.store ... rows [i, N]) and drops the join: no rank
+/// holds the pieces until the last micro-batch's, and the search's and
+/// the report's memory count none of it.
+constexpr llvm::StringLiteral kOutputJoin = "sbp.output_join";
+
+/// A result joined from micro-batch pieces that are stored as they are
+/// made: `pieces[i]` holds rows i, i + N, ... of `result` (N pieces).
+struct StoredJoin {
+  mlir::Value result;
+  llvm::SmallVector<mlir::Value> pieces;
+};
+/// The stored join that `op` (marked sbp.output_join) is part of: the join
+/// is whole (each piece reshaped, concatenated, reshaped back and
+/// returned, nothing else reading them), and, with `checkLayouts`, every piece laid out as the
+/// result (layoutOf; a layout that divides rows of the result divides a
+/// piece's alike). None otherwise.
+std::optional<StoredJoin> storedJoinOf(mlir::Operation *op, bool checkLayouts = true);
+/// Whether `op` is part of a stored join: it makes nothing a rank holds,
+/// and reading a piece does not keep it.
+inline bool isStoredJoin(mlir::Operation *op) {
+  return op && op->hasAttr(kOutputJoin) && storedJoinOf(op).has_value();
+}
+
 /// Set by --sbp-pipeline: on every op, the pipeline stage that computes it
 /// (an integer from 0); on the function, the number of stages. Each stage
 /// runs on a sub-mesh of the function's mesh shape; --sbp-spmdize makes

@@ -194,9 +194,13 @@ FailureOr<SearchProblem> SearchProblem::build(func::FuncOp fn, const sbprt::Mesh
         }
       continue;
     }
-    // Where in program order the op's operands are last read.
-    for (Value operand : op.getOperands())
-      problem.lastUse_[operand] = problem.steps_.size();
+    // Where in program order the op's operands are last read. A join of
+    // micro-batch pieces does not keep them: each is stored as it is made
+    // (StoredJoin; the search takes the pieces to be laid out as the
+    // result, which the cheapest plan does).
+    if (!sbp::storedJoinOf(&op, /*checkLayouts=*/false))
+      for (Value operand : op.getOperands())
+        problem.lastUse_[operand] = problem.steps_.size();
     problem.stepOf_[&op] = problem.steps_.size();
     if (Operation *original = ties.lookup(&op)) {
       // A later micro-batch's copy: its original's node stands for it.
@@ -698,7 +702,10 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
     if (isa<sbp::ConstraintOp>(op))
       continue;
     live += reshardedAt[s];
+    bool joins = sbp::storedJoinOf(op, /*checkLayouts=*/false).has_value();
     for (auto [r, result] : llvm::enumerate(op->getResults())) {
+      if (joins)
+        break; // makes nothing a rank holds
       double bytes = problem.localBytes(result, problem.nodes()[n].outputLayout(choice[n], r)) *
                      problem.sizes().storedShare(result, fuses) * zeroShare(result);
       live += bytes;

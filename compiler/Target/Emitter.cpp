@@ -258,11 +258,19 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
       })
       .Case([&](ex::StoreOp o) {
         auto type = cast<RankedTensorType>(o.getValue().getType());
+        // A piece of the shard (rows [i, n]) names its place.
+        std::string piece;
+        if (std::optional<ArrayRef<int64_t>> rows = o.getRows())
+          piece = llvm::formatv(", {0}, {1}, {2}", isBf16(o.getValue()) ? "true" : "false",
+                                (*rows)[0], (*rows)[1])
+                      .str();
+        else if (isBf16(o.getValue()))
+          piece = ", true";
         line(llvm::formatv("r.store({0}, sbprt::DType::{1}, {2}, {3}, {4}{5});",
                            quoted(o.getName()),
                            type.getElementType().isInteger(64) ? "I64" : "F32",
                            list(o.getGlobalShape()), layoutLiteral(o.getLayout().toLayout()),
-                           ref(o.getValue()), isBf16(o.getValue()) ? ", true" : ""));
+                           ref(o.getValue()), piece));
         return success();
       })
       .Case([&](ex::AllReduceOp o) {

@@ -317,7 +317,8 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                   {"stored_shape", fileShape(load.getStoredShape(),
                                                              load.getGlobalShape())},
                                   {"layout", layoutText(load.getLayout())}});
-      else if (auto store = dyn_cast<exec::StoreOp>(op))
+      else if (auto store = dyn_cast<exec::StoreOp>(op);
+               store && (!store.getRows() || (*store.getRows())[0] == 0))
         manifestOutputs.push_back({{"name", store.getName().str()},
                                    {"dtype", dtype(store.getValue().getType())},
                                    {"shape", store.getGlobalShape()},

@@ -154,7 +154,10 @@ def SbpMicroBatches : Pass<"sbp-micro-batches", "mlir::ModuleOp"> {
     inputs `S(0)` and the parameters `B`; a result that comes out `P(sum)`
     (a loss summed over examples and scaled by the whole batch, every
     gradient) is the sum over micro-batches, an `S(0)` one (logits) is
-    their rows back in order, a `B` one is any micro-batch's. An op that
+    their rows back in order, a `B` one is any micro-batch's. The ops that
+    join rows are marked `sbp.output_join`: where the pieces are laid out
+    as the result, `--sbp-spmdize` stores each piece as soon as it is made
+    and drops the join. An op that
     would need data from another micro-batch (a boxing in that layout), or
     a result laid out otherwise, is an error.
 

@@ -238,9 +238,15 @@ LogicalResult MicroBatcher::run() {
       grouped.push_back(b.create<graph::ReshapeOp>(
           ret.getLoc(), RankedTensorType::get(shape, type.getElementType()), piece));
       markMicroBatch(grouped.back().getDefiningOp(), static_cast<int64_t>(i));
+      grouped.back().getDefiningOp()->setAttr(kOutputJoin, b.getUnitAttr());
     }
-    Value all = b.create<graph::ConcatOp>(ret.getLoc(), grouped, 1);
-    sums[k] = b.create<graph::ReshapeOp>(ret.getLoc(), type, all);
+    // Marked so that, laid out as the pieces are, the join goes and each
+    // piece is stored as it is made (--sbp-spmdize).
+    auto all = b.create<graph::ConcatOp>(ret.getLoc(), grouped, 1);
+    all->setAttr(kOutputJoin, b.getUnitAttr());
+    auto joined = b.create<graph::ReshapeOp>(ret.getLoc(), type, all);
+    joined->setAttr(kOutputJoin, b.getUnitAttr());
+    sums[k] = joined;
   }
   ret->setOperands(sums);
   for (Operation *op : llvm::reverse(ops))

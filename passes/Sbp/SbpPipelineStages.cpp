@@ -410,7 +410,11 @@ LogicalResult StagePlacer::run() {
           return fromArguments.contains(v.getDefiningOp());
         }))
       fromArguments.insert(&op);
-  auto isCut = [&](Operation *op) { return isForward(op) && !fromArguments.contains(op); };
+  // Nor are the ops of a join whose pieces are stored as they are made
+  // (StoredJoin): they go where the pieces are.
+  auto isCut = [&](Operation *op) {
+    return isForward(op) && !fromArguments.contains(op) && !isStoredJoin(op);
+  };
 
   // The forward ops: of the first micro-batch, the others following it.
   std::vector<std::vector<Operation *>> batches = microBatchOps(fn);

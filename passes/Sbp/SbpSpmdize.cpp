@@ -270,24 +270,48 @@ LogicalResult Spmdizer::run() {
     b.setInsertionPointToEnd(body);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        auto name = fn.getResultAttrOfType<StringAttr>(i, graph::GraphDialect::kOutputAttr);
+        if (!name)
+          name = b.getStringAttr("result" + std::to_string(i));
+        // Micro-batch pieces laid out as the result: each stores its rows
+        // (scheduleLoadsAndStores moves the store to just after it).
+        if (std::optional<StoredJoin> join = storedJoinOf(value.getDefiningOp())) {
+          NdSbp layout = layouts.lookup(join->pieces.front());
+          int64_t count = static_cast<int64_t>(join->pieces.size());
+          for (auto [k, piece] : llvm::enumerate(join->pieces)) {
+            if (!mine(piece.getDefiningOp()))
+              continue;
+            FailureOr<Value> localValue = local(piece, layout, ret);
+            if (failed(localValue))
+              return failure();
+            b.create<exec::StoreOp>(
+                ret.getLoc(), *localValue, name,
+                b.getDenseI64ArrayAttr(cast<RankedTensorType>(value.getType()).getShape()),
+                NdSbpAttr::get(ctx, onProgramMesh(layout)),
+                fn.getResultAttrOfType<DenseI64ArrayAttr>(i, graph::GraphDialect::kParamShapeAttr),
+                b.getDenseI64ArrayAttr({static_cast<int64_t>(k), count}));
+          }
+          continue;
+        }
         if (!mine(value.getDefiningOp()))
           continue;
-        auto name = fn.getResultAttrOfType<StringAttr>(i, graph::GraphDialect::kOutputAttr);
         NdSbp layout = layouts.lookup(value);
         FailureOr<Value> localValue = local(value, layout, ret);
         if (failed(localValue))
           return failure();
-        b.create<exec::StoreOp>(ret.getLoc(), *localValue,
-                                name ? name : b.getStringAttr("result" + std::to_string(i)),
+        b.create<exec::StoreOp>(ret.getLoc(), *localValue, name,
                                 b.getDenseI64ArrayAttr(
                                     cast<RankedTensorType>(value.getType()).getShape()),
                                 NdSbpAttr::get(ctx, onProgramMesh(layout)),
                                 fn.getResultAttrOfType<DenseI64ArrayAttr>(
-                                    i, graph::GraphDialect::kParamShapeAttr));
+                                    i, graph::GraphDialect::kParamShapeAttr),
+                                /*rows=*/nullptr);
       }
       b.create<func::ReturnOp>(ret.getLoc());
       continue;
     }
+    if (isStoredJoin(&op))
+      continue; // its pieces are stored as they are made
     if (!mine(&op)) {
       if (pipelined() && failed(exchange(&op)))
         return failure();

@@ -275,13 +275,16 @@ bool readNpySlice(const std::string &path, const std::vector<int64_t> &offsets,
 
 
 
-bool writeNpy(const std::string &path, const Tensor &tensor,
-              std::string &error) {
+/// The magic, version, header length and header of a .npy file of `dtype`
+/// and `shape`, padded so that the data starts at a multiple of 64 bytes,
+/// as NumPy does; version 2.0 only if the header would not fit version
+/// 1.0's 16-bit length field.
+static std::string npyPreamble(DType dtype, const std::vector<int64_t> &dims) {
   std::string shape = "(";
-  for (size_t i = 0; i < tensor.shape().size(); ++i)
-    shape += (i ? ", " : "") + std::to_string(tensor.shape()[i]);
-  shape += tensor.shape().size() == 1 ? ",)" : ")";
-  std::string header = std::string("{'descr': '") + npyDescr(tensor.dtype()) +
+  for (size_t i = 0; i < dims.size(); ++i)
+    shape += (i ? ", " : "") + std::to_string(dims[i]);
+  shape += dims.size() == 1 ? ",)" : ")";
+  std::string header = std::string("{'descr': '") + npyDescr(dtype) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
 
   // NumPy aligns the data to 64 bytes so that it can be memory-mapped.
@@ -303,12 +306,47 @@ bool writeNpy(const std::string &path, const Tensor &tensor,
   preamble += '\0';
   for (size_t i = 0; i < lenBytes; ++i)
     preamble += static_cast<char>((headerLen >> (8 * i)) & 0xff);
+  return preamble + header;
+}
 
-  return writeFile(path,
-                   {{preamble.data(), preamble.size()},
-                    {header.data(), header.size()},
-                    {tensor.data(), tensor.numBytes()}},
+bool writeNpy(const std::string &path, const Tensor &tensor,
+              std::string &error) {
+  std::string preamble = npyPreamble(tensor.dtype(), tensor.shape());
+  return writeFile(path, {{preamble.data(), preamble.size()}, {tensor.data(), tensor.numBytes()}},
                    error);
+}
+
+bool writeNpyRows(const std::string &path, const std::vector<int64_t> &shape, const Tensor &rows,
+                  int64_t first, int64_t step, bool create, std::string &error) {
+  std::string preamble = npyPreamble(rows.dtype(), shape);
+  if (shape.empty() || rows.shape().empty() || first < 0 || step < 1 ||
+      rows.shape()[0] * step != shape[0] || first >= step)
+    return fail(error, path, "rows " + shapeToString(rows.shape()) + " every " +
+                                 std::to_string(step) + " from " + std::to_string(first) +
+                                 " do not fit an array of shape " + shapeToString(shape));
+  size_t rowBytes = rows.numBytes() / static_cast<size_t>(rows.shape()[0]);
+  FilePtr file(std::fopen(path.c_str(), create ? "w+b" : "r+b"));
+  if (!file)
+    return fail(error, path, std::string("cannot open for writing: ") + std::strerror(errno));
+  bool ok = true;
+  if (create) {
+    // The whole array's extent, the rows not yet written zero.
+    ok = std::fwrite(preamble.data(), 1, preamble.size(), file.get()) == preamble.size();
+    uint64_t end = preamble.size() + rowBytes * static_cast<uint64_t>(shape[0]);
+    ok = ok && std::fseek(file.get(), static_cast<long>(end - 1), SEEK_SET) == 0 &&
+         std::fputc(0, file.get()) != EOF;
+  }
+  const auto *src = static_cast<const unsigned char *>(rows.data());
+  for (int64_t q = 0; ok && q < rows.shape()[0]; ++q) {
+    uint64_t at = preamble.size() + rowBytes * static_cast<uint64_t>(q * step + first);
+    ok = std::fseek(file.get(), static_cast<long>(at), SEEK_SET) == 0 &&
+         std::fwrite(src + q * rowBytes, 1, rowBytes, file.get()) == rowBytes;
+  }
+  int savedErrno = errno;
+  if (std::fclose(file.release()) != 0 || !ok)
+    return fail(error, path,
+                std::string("cannot write: ") + std::strerror(ok ? errno : savedErrno));
+  return true;
 }
 
 } // namespace sbprt::io

@@ -27,4 +27,12 @@ bool readNpySlice(const std::string &path, const std::vector<int64_t> &offsets,
 bool writeNpy(const std::string &path, const Tensor &tensor,
               std::string &error);
 
+/// Writes `rows` as rows first, first + step, ... (dimension 0) of the
+/// array of `shape` in the .npy file at `path`, `rows` having 1/step of its
+/// rows: one of `step` pieces of it. With `create` the file is made first
+/// (the rows not written yet zero); otherwise it must exist with that
+/// header.
+bool writeNpyRows(const std::string &path, const std::vector<int64_t> &shape, const Tensor &rows,
+                  int64_t first, int64_t step, bool create, std::string &error);
+
 } // namespace sbprt::io

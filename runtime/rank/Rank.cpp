@@ -425,14 +425,17 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
 }
 
 void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
-                 const NdSbp &layout, const void *src, bool bf16) {
+                 const NdSbp &layout, const void *src, bool bf16, int64_t piece, int64_t pieces) {
   IoTimer timer(*this);
   for (size_t axis = 0; axis < layout.size(); ++axis)
     if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0 &&
         !info_.mesh.isPipelineAxis(axis))
       return; // a replica that coordinate 0 of this axis writes
   Block block = blockOf(info_.mesh, layout, global, rank_);
-  Tensor shard(dtype, block.sizes);
+  std::vector<int64_t> sizes = block.sizes;
+  if (pieces > 1)
+    sizes[0] /= pieces;
+  Tensor shard(dtype, sizes);
   std::string error;
   if (bf16) {
     std::vector<sbprt::bf16> held(shard.numElements());
@@ -441,9 +444,14 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
   } else {
     check(backend_->download(shard.data(), src, shard.numBytes(), error), error);
   }
-  check(io::writeNpy(outputDir_ + "/.shards/" + name + ".rank" + std::to_string(rank_) + ".npy",
-                     shard, error),
-        error);
+  std::string path = outputDir_ + "/.shards/" + name + ".rank" + std::to_string(rank_) + ".npy";
+  if (pieces > 1) {
+    // The first piece this run writes makes the file.
+    bool create = piecesStored_.insert(name).second;
+    check(io::writeNpyRows(path, block.sizes, shard, piece, pieces, create, error), error);
+    return;
+  }
+  check(io::writeNpy(path, shard, error), error);
 }
 
 void Rank::localSlice(size_t axis, int64_t dim, const void *in,

@@ -36,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,9 +129,12 @@ public:
             const std::vector<int64_t> &stored, const NdSbp &layout, void *dst,
             bool bf16 = false);
   /// Writes this rank's shard of output `name` unless another rank holds
-  /// the same replica. `bf16`: the arena holds bf16, written as f32.
+  /// the same replica. `bf16`: the arena holds bf16, written as f32. With
+  /// `pieces` > 1, `src` is piece `piece` of the shard: its rows piece,
+  /// piece + pieces, ... (exec.store rows), written into the shard's file.
   void store(const char *name, DType dtype, const std::vector<int64_t> &global,
-             const NdSbp &layout, const void *src, bool bf16 = false);
+             const NdSbp &layout, const void *src, bool bf16 = false, int64_t piece = 0,
+             int64_t pieces = 1);
 
   /// B -> S(dim) on `axis`: the block at this rank's coordinate.
   void localSlice(size_t axis, int64_t dim, const void *in, const std::vector<int64_t> &inShape,
@@ -175,6 +179,8 @@ private:
   int64_t rank_ = 0;
   std::unique_ptr<comm::Communicator> comm_;
   std::string paramsPath_, outputDir_;
+  /// Outputs stored in pieces (exec.store rows) whose file this run made.
+  std::set<std::string> piecesStored_;
   std::map<std::string, std::string> inputs_;
   std::optional<io::SafetensorsFile> params_;
   uint64_t memoryLimit_ = 0;

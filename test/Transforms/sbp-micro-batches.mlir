@@ -3,7 +3,8 @@
 
 // Two micro-batches: micro-batch i is rows i, i+2 of x; each runs whole
 // (forward and the gradient) before the next; the loss and the gradient
-// (P(sum) over the batch) are added, the rows of y (S(0)) put back in order.
+// (P(sum) over the batch) are added, the rows of y (S(0)) put back in order
+// by ops marked sbp.output_join (test/Transforms/sbp-spmdize-output-join.mlir).
 // Each op made for micro-batch i says so (sbp.micro_batch = i): the search
 // ties micro-batch 1's to micro-batch 0's, the report folds them.
 // CHECK-LABEL: func.func @f
@@ -21,10 +22,10 @@
 // CHECK-NEXT: %[[D1:.*]] = graph.matmul %[[X1]], %[[Y1]] transpose_lhs {sbp.micro_batch = 1 : i64}
 // CHECK-NEXT: %[[L:.*]] = graph.add %[[L0]], %[[L1]] {graph.accumulate, sbp.micro_batch = 1 : i64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-NEXT: %[[D:.*]] = graph.add %[[D0]], %[[D1]] {graph.accumulate, sbp.micro_batch = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT: %[[R0:.*]] = graph.reshape %[[Y0]] {sbp.micro_batch = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
-// CHECK-NEXT: %[[R1:.*]] = graph.reshape %[[Y1]] {sbp.micro_batch = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
-// CHECK-NEXT: %[[C:.*]] = graph.concat %[[R0]], %[[R1]] axis = 1 : (tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x2x3xf32>
-// CHECK-NEXT: %[[Y:.*]] = graph.reshape %[[C]] : (tensor<2x2x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: %[[R0:.*]] = graph.reshape %[[Y0]] {sbp.micro_batch = 0 : i64, sbp.output_join} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
+// CHECK-NEXT: %[[R1:.*]] = graph.reshape %[[Y1]] {sbp.micro_batch = 1 : i64, sbp.output_join} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
+// CHECK-NEXT: %[[C:.*]] = graph.concat %[[R0]], %[[R1]] axis = 1 {sbp.output_join} : (tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x2x3xf32>
+// CHECK-NEXT: %[[Y:.*]] = graph.reshape %[[C]] {sbp.output_join} : (tensor<2x2x3xf32>) -> tensor<4x3xf32>
 // CHECK-NEXT: return %[[Y]], %[[L]], %[[D]]
 // THREE: input 'x' [4, 2] cannot be split into 3 micro-batches: its batch (dimension 0) is not divisible by 3
 func.func @f(%x: tensor<4x2xf32> {graph.input = "x"}, %w: tensor<2x3xf32> {graph.param = "w"})

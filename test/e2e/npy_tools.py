@@ -252,6 +252,10 @@ def main(argv=None):
     rw.add_argument("out")
     rw.add_argument("name")
     rw.add_argument("--dtype", choices=["F64", "BF16"], required=True)
+    st = sub.add_parser("adamw-state", help="copy a safetensors file adding zero AdamW states "
+                        "(optimizer.m.*, optimizer.v.*, optimizer.step), as a first step reads")
+    st.add_argument("src")
+    st.add_argument("out")
     args = ap.parse_args(argv)
 
     if args.cmd == "tokens":
@@ -260,6 +264,13 @@ def main(argv=None):
     elif args.cmd == "random-gpt-params":
         write_safetensors(args.out, random_gpt_params(
             args.layers, args.hidden, args.vocab, args.positions, args.seed))
+    elif args.cmd == "adamw-state":
+        tensors = read_safetensors(args.src)
+        for name, value in list(tensors.items()):
+            tensors["optimizer.m." + name] = np.zeros_like(value)
+            tensors["optimizer.v." + name] = np.zeros_like(value)
+        tensors["optimizer.step"] = np.zeros((), np.float32)
+        write_safetensors(args.out, tensors)
     elif args.cmd == "list":
         for name, arr in read_safetensors(args.file).items():
             shape = "[" + ", ".join(str(d) for d in arr.shape) + "]"

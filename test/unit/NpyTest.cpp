@@ -249,3 +249,32 @@ TEST_F(NpyTest, ReadsBlocks) {
   expectMessage(path, error, "out of bounds for shape [4, 3, 6]");
   EXPECT_EQ(shape, whole.shape());
 }
+
+// An output stored a micro-batch at a time: piece i holds rows i, i + n,
+// ... of the array. Written in any order, the pieces make the same file
+// as the whole written at once; a piece that does not fit is refused.
+TEST_F(NpyTest, WritesRowsInPieces) {
+  Tensor whole = randomTensor(DType::F32, {6, 2, 3}, 11);
+  const int64_t n = 3;
+  std::string path = tempPath("rows.npy"), error;
+  size_t rowBytes = whole.numBytes() / 6;
+  for (int64_t i : {2, 0, 1}) {
+    Tensor piece(DType::F32, {2, 2, 3});
+    for (int64_t q = 0; q < 2; ++q)
+      std::memcpy(static_cast<char *>(piece.data()) + q * rowBytes,
+                  static_cast<const char *>(whole.data()) + (q * n + i) * rowBytes, rowBytes);
+    ASSERT_TRUE(sbprt::io::writeNpyRows(path, {6, 2, 3}, piece, i, n, /*create=*/i == 2, error))
+        << error;
+  }
+  Tensor read;
+  ASSERT_TRUE(readNpy(path, read, error)) << error;
+  expectSame(whole, read);
+  std::string wholePath = tempPath("whole.npy");
+  ASSERT_TRUE(writeNpy(wholePath, whole, error)) << error;
+  std::ifstream a(path, std::ios::binary), b(wholePath, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}),
+            std::string(std::istreambuf_iterator<char>(b), {}));
+  EXPECT_FALSE(sbprt::io::writeNpyRows(path, {6, 2, 3}, Tensor(DType::F32, {3, 2, 3}), 0, n,
+                                       false, error));
+  EXPECT_NE(std::string::npos, error.find("do not fit an array of shape [6, 2, 3]")) << error;
+}

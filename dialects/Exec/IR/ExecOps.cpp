@@ -209,7 +209,26 @@ LogicalResult LoadOp::verify() {
 LogicalResult StoreOp::verify() {
   if (failed(checkStoredShape(*this, getStoredShape(), getGlobalShape())))
     return failure();
-  return checkShard(*this, getGlobalShape(), getLayout(), getValue().getType());
+  std::optional<ArrayRef<int64_t>> rows = getRows();
+  if (!rows)
+    return checkShard(*this, getGlobalShape(), getLayout(), getValue().getType());
+  // A piece: the shard's rows i, i + n, ...
+  if (rows->size() != 2 || (*rows)[1] < 2 || (*rows)[0] < 0 || (*rows)[0] >= (*rows)[1])
+    return emitOpError() << "rows must be [i, n] with 0 <= i < n and n >= 2";
+  int64_t n = (*rows)[1];
+  auto type = cast<RankedTensorType>(getValue().getType());
+  if (type.getRank() == 0 || getGlobalShape().empty())
+    return emitOpError() << "stores rows of a scalar";
+  FailureOr<sbprt::Mesh> mesh = meshOf(*this);
+  if (failed(mesh))
+    return failure();
+  std::vector<int64_t> global(getGlobalShape().begin(), getGlobalShape().end());
+  std::vector<int64_t> shard = sbprt::blockOf(*mesh, getLayout().toLayout(), global, 0).sizes;
+  if (shard[0] % n != 0)
+    return emitOpError() << "a shard of " << shard[0] << " rows cannot be stored in " << n
+                         << " pieces";
+  global[0] /= n;
+  return checkShard(*this, global, getLayout(), type);
 }
 
 LogicalResult AllReduceOp::verify() {

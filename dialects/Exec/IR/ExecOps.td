@@ -90,14 +90,22 @@ def Exec_StoreOp : Exec_Op<"store"> {
     row-major order: an update of GPT-2's fused `c_attn` weight, laid out
     in its view's shape).
 
+    With `rows [i, n]` the value is one of `n` pieces of the shard: rows
+    `i`, `i + n`, ... of its dimension 0 (a micro-batch's rows of a
+    micro-batched step's output, stored as soon as the micro-batch has
+    them); the `n` stores of an output together write its shard.
+
     ```mlir
     exec.store %y "logits" global [4, 16, 128] [S(0), B] : tensor<2x16x128xf32>
+    exec.store %y1 "logits" global [4, 16, 128] [S(0), B] rows [1, 2] : tensor<1x16x128xf32>
     ```
   }];
   let arguments = (ins Exec_AnyTensor:$value, StrAttr:$name, DenseI64ArrayAttr:$global_shape,
-                       Sbp_NdSbpAttr:$layout, OptionalAttr<DenseI64ArrayAttr>:$stored_shape);
+                       Sbp_NdSbpAttr:$layout, OptionalAttr<DenseI64ArrayAttr>:$stored_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$rows);
   let assemblyFormat = [{
-    $value $name `global` $global_shape custom<NdSbp>($layout) attr-dict `:` type($value)
+    $value $name `global` $global_shape custom<NdSbp>($layout) (`rows` $rows^)? attr-dict `:`
+    type($value)
   }];
   let hasVerifier = 1;
 }

@@ -471,3 +471,32 @@ func.func @linear_residual_gelu() {
   %y = exec.linear %x, %w, %b residual %r gelu : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+// A piece of a shard: rows [i, n] with i < n, n pieces dividing the
+// shard's rows, the value the piece's shape.
+sbp.mesh @m axes ["a"] shape [2]
+func.func @rows(%x: tensor<2x6xf32>, %y: tensor<3x6xf32>) {
+  // expected-error @+1 {{'exec.store' op rows must be [i, n] with 0 <= i < n and n >= 2}}
+  exec.store %x "y" global [8, 6] [S(0)] rows [2, 2] : tensor<2x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @rows3(%y: tensor<1x6xf32>) {
+  // expected-error @+1 {{'exec.store' op a shard of 4 rows cannot be stored in 3 pieces}}
+  exec.store %y "y" global [8, 6] [S(0)] rows [0, 3] : tensor<1x6xf32>
+  return
+}
+
+// -----
+
+sbp.mesh @m axes ["a"] shape [2]
+func.func @rows4(%y: tensor<4x6xf32>) {
+  // expected-error @+1 {{'exec.store' op local type 'tensor<4x6xf32>' is not the shard [2, 6] of global shape [4, 6] under [S(0)]}}
+  exec.store %y "y" global [8, 6] [S(0)] rows [0, 2] : tensor<4x6xf32>
+  return
+}

@@ -15,6 +15,7 @@
 // CHECK: exec.keep_one %{{.*}} axis 1 : tensor<4x6xf32>
 // CHECK: exec.store %{{.*}} "y" global [8, 6] [S(0), P(sum)] : tensor<4x6xf32>
 // CHECK: exec.store %{{.*}} "w2" global [8, 6] [S(0), B] {stored_shape = array<i64: 48>} : tensor<4x6xf32>
+// CHECK: exec.store %{{.*}} "z" global [8, 6] [S(0), B] rows [1, 2] : tensor<2x6xf32>
 sbp.mesh @m axes ["a", "b"] shape [2, 2]
 func.func @program() attributes {exec.ranks = array<i64: 0, 1, 2, 3>} {
   %w = exec.load "param" "w" global [8, 6] [S(0), B] {stored_shape = array<i64: 48>} : tensor<4x6xf32>
@@ -30,5 +31,6 @@ func.func @program() attributes {exec.ranks = array<i64: 0, 1, 2, 3>} {
   %k = exec.keep_one %z axis 1 : tensor<4x6xf32>
   exec.store %k "y" global [8, 6] [S(0), P(sum)] : tensor<4x6xf32>
   exec.store %w "w2" global [8, 6] [S(0), B] {stored_shape = array<i64: 48>} : tensor<4x6xf32>
+  exec.store %l "z" global [8, 6] [S(0), B] rows [1, 2] : tensor<2x6xf32>
   return
 }
