@@ -403,6 +403,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.memoryCheck = !command.ignoreMemory;
     search.zero = command.train ? command.zero : 0;
     search.stages = stages;
+    search.schedule = command.pipelineSchedule;
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;

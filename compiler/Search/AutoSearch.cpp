@@ -225,7 +225,7 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
       consider(axisByAxis->choice, "axis-by-axis");
     for (const auto &[name, choice] : options.starts)
       consider(choice, name);
-    if (memoryLimit > 0 && planMemory(problem, best.choice) > memoryLimit) {
+    if (memoryLimit > 0 && planMemory(problem, best.choice, {options.stages, options.inFlight}) > memoryLimit) {
       best.candidatesEvaluated = evaluated;
       return best;
     }
@@ -241,11 +241,10 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
 std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                   const AutoOptions &options) {
   problem.setMemoryPrice(0);
-  const double stages = static_cast<double>(std::max<int64_t>(1, options.stages));
-  double limit = options.checkMemory ? problem.cluster().memoryBytes * stages : 0;
+  double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
-  double memory = planMemory(problem, best->choice);
+  double memory = planMemory(problem, best->choice, {options.stages, options.inFlight});
   if (limit > 0 && memory > limit) {
     // Price bytes so that the plan's memory weighs as much as its time,
     // then raise the price until a plan fits, each solve starting from the
@@ -259,7 +258,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
       std::optional<Solution> priced = solveOnce(problem, options, &start, 0);
       start = priced->choice;
       evaluated += priced->candidatesEvaluated;
-      double needs = planMemory(problem, priced->choice);
+      double needs = planMemory(problem, priced->choice, {options.stages, options.inFlight});
       if (needs <= limit)
         fitting = priced;
       // Three raises in a row that find nothing 1% leaner than the leanest
@@ -271,12 +270,12 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     problem.setMemoryPrice(0);
     if (!fitting) {
       error = "no plan found fits device memory: the leanest found needs " +
-              bytesText(memory / stages) + " per rank" +
-              (stages > 1 ? " (its memory over the " + std::to_string(options.stages) +
-                                " pipeline stages)"
-                          : std::string()) +
+              bytesText(memory) + " per rank" +
+              (options.stages > 1 ? " (the first of " + std::to_string(options.stages) +
+                                        " pipeline stages)"
+                                  : std::string()) +
               ", a device of cluster " + problem.cluster().name + " has " +
-              bytesText(limit / stages);
+              bytesText(limit);
       return std::nullopt;
     }
     fitting->start = best->start;

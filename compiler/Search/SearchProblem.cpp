@@ -630,7 +630,9 @@ static llvm::DenseMap<Value, double> zeroGradientShares(SearchProblem &problem,
   return shares;
 }
 
-double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
+double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
+                  const PipelineShare &pipeline) {
+  const int64_t inFlight = pipeline.stages > 1 ? std::max<int64_t>(pipeline.inFlight, 1) : 1;
   llvm::DenseMap<Value, double> zero = zeroGradientShares(problem, choice);
   auto zeroShare = [&](Value v) {
     auto it = zero.find(v);
@@ -657,7 +659,24 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
   // node: what each defines, live until its last use.
   const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
   double live = 0, peak = 0;
-  std::vector<double> freedAfter(steps.size() + 1, 0.0);
+  // Micro-batch 0's stash: what its forward made that its backward, from
+  // its first op on, still reads.
+  auto firstOfBatch = [](Operation *op) {
+    auto mark = op->getAttrOfType<IntegerAttr>(sbp::kMicroBatch);
+    return !mark || mark.getInt() == 0;
+  };
+  size_t backwardFrom = steps.size();
+  if (inFlight > 1)
+    for (auto [s, step] : llvm::enumerate(steps))
+      if (step.second->hasAttr(graph::GraphDialect::kBackwardAttr) && firstOfBatch(step.second)) {
+        backwardFrom = s;
+        break;
+      }
+  double stash = 0;
+  // What the backward made (recomputed activations too), live at the
+  // peak: one block's work, which a stage has as much of as the whole.
+  double liveBackward = 0, backwardAtPeak = 0;
+  std::vector<double> freedAfter(steps.size() + 1, 0.0), backwardFreedAfter(steps.size() + 1, 0.0);
   // What ops read in another layout than the producer gave: one reshard
   // per value and layout (--sbp-insert-boxing shares it between the uses
   // that want it), live from the first of those uses to the last; one per
@@ -714,11 +733,28 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice) {
       if (Operation *until = attention ? attention->livesUntil(result, fuses) : nullptr)
         last = std::max(last, problem.stepOf(until));
       freedAfter[last] += bytes;
+      if (s < backwardFrom && last >= backwardFrom && firstOfBatch(op))
+        stash += bytes;
+      if (op->hasAttr(graph::GraphDialect::kBackwardAttr)) {
+        liveBackward += bytes;
+        backwardFreedAfter[last] += bytes;
+      }
     }
-    peak = std::max(peak, live);
+    if (live > peak) {
+      peak = live;
+      backwardAtPeak = liveBackward;
+    }
     live -= freedAfter[s];
+    liveBackward -= backwardFreedAfter[s];
   }
-  return arguments + peak;
+  if (pipeline.stages <= 1)
+    return arguments + peak;
+  // The first stage: 1/N of the parameters, states and the rest, its share
+  // of micro-batch 0's stash once for each micro-batch it holds, and the
+  // backward's working set whole.
+  double n = static_cast<double>(pipeline.stages);
+  return (arguments + peak - backwardAtPeak + static_cast<double>(inFlight - 1) * stash) / n +
+         backwardAtPeak;
 }
 
 std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,

@@ -290,7 +290,19 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// the optimizer states stored split, from 2 the gradients (and the sums
 /// that accumulate them over micro-batches) counted as their slices, at 3
 /// the parameters stored split, each gathered copy live at its use only.
-double planMemory(SearchProblem &problem, const std::vector<size_t> &choice);
+///
+/// On a pipeline (`pipeline.stages` N > 1), an estimate of the fullest
+/// stage's, the first, before the cut: 1/N of the parameters, states and
+/// other activations; 1/N of what micro-batch 0's forward leaves for its
+/// backward (its stash) once for each micro-batch the stage holds at once
+/// (`pipeline.inFlight`); and whole what the backward (recomputation too)
+/// has live at the peak, one block's working set, which every stage has.
+struct PipelineShare {
+  int64_t stages = 1;
+  int64_t inFlight = 1;
+};
+double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
+                  const PipelineShare &pipeline = {});
 
 /// Limits of the exact solver: the largest table one elimination may
 /// build, all tables together (entries, 8 bytes each), and the entries
@@ -339,6 +351,10 @@ struct AutoOptions {
   /// 1/stages of what the plan needs (its parameters and optimizer state;
   /// an estimate), so the check is against that many devices' memory.
   int64_t stages = 1;
+  /// Micro-batches the fullest stage holds between their forward and
+  /// backward (planMemory's inFlight): 1F1B's first stage min(stages,
+  /// micro-batches), GPipe's every micro-batch.
+  int64_t inFlight = 1;
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};

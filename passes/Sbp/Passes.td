@@ -66,10 +66,13 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       cluster's device memory (`memory-check=false` skips that). With
       `stages`, the plan is for a pipeline of that many stages, each
       holding part of it: the check counts 1/stages of the plan's memory
-      per rank. That is a low estimate: the parameters and optimizer state
-      divide, but a stage holds about a whole micro-batch's activations in
-      flight under 1F1B (more under GPipe); the report's per-stage peaks
-      are the real estimate.
+      per rank, where what micro-batch 0's forward leaves for its backward
+      (its stash) counts once for every micro-batch the first stage holds
+      at once under `schedule` (1F1B: min(stages, micro-batches); GPipe:
+      all of them; sequential: one), and what the backward has live at
+      the peak (one block's working set, which every stage has) counts
+      whole. An estimate before the cut: the report's per-stage peaks are
+      those of the stages as cut.
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will
     make it, time and memory: the updates split on the data-parallel axes
@@ -102,7 +105,11 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "the --sbp-zero stage to follow: plans are costed as it will make them">,
     Option<"stages", "stages", "int64_t", /*default=*/"1",
            "pipeline stages the plan will be cut into (--sbp-pipeline): the memory check "
-           "counts 1/stages of the plan's memory per rank">,
+           "estimates the first stage's peak (1/stages of the plan, with the micro-batches "
+           "it holds in flight)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "the --sbp-pipeline schedule the stages will run (1f1b, gpipe or sequential): "
+           "how many micro-batches' activations the first stage holds at once">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

@@ -121,6 +121,16 @@ private:
       return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages.getValue();
     options.checkMemory = memoryCheck;
     options.stages = stages;
+    if (schedule != "1f1b" && schedule != "gpipe" && schedule != "sequential")
+      return fn.emitError() << "sbp-search: schedule must be 1f1b, gpipe or sequential, got '"
+                            << schedule.getValue() << "'";
+    // The micro-batches the first stage holds between their forward and
+    // backward.
+    int64_t microBatches = std::max<int64_t>(1, static_cast<int64_t>(microBatchOps(fn).size()));
+    if (stages > 1 && schedule == "gpipe")
+      options.inFlight = microBatches;
+    else if (stages > 1 && schedule == "1f1b")
+      options.inFlight = std::min<int64_t>(stages, microBatches);
     options.starts = takeStarts(*problem);
     // ZeRO works on the axes the plan splits the batch on. Guesses: those
     // of each start, the cheapest without ZeRO first (and of the fixed
@@ -167,7 +177,8 @@ private:
         // axes the plan splits the batch on, not those it was solved for.
         problem->setZero(static_cast<int>(zero), axes);
         solution->seconds = search::evaluate(*problem, solution->choice);
-        double bytes = search::planMemory(*problem, solution->choice) / static_cast<double>(stages);
+        double bytes =
+            search::planMemory(*problem, solution->choice, {options.stages, options.inFlight});
         double limit = problem->cluster().memoryBytes;
         if (algorithm == "auto" && memoryCheck && bytes > limit) {
           if (nextGuess < guesses.size()) {
@@ -216,7 +227,9 @@ private:
                      b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
                      b.getNamedAttr("tied_copies", b.getI64IntegerAttr(problem->tiedCopies())),
                      b.getNamedAttr("memory_bytes_per_rank",
-                                    b.getF64FloatAttr(search::planMemory(*problem, solution->choice)))}));
+                                    b.getF64FloatAttr(search::planMemory(
+                                        *problem, solution->choice,
+                                        {options.stages, options.inFlight})))}));
     return success();
   }
 };
