@@ -81,6 +81,11 @@ std::optional<StoredJoin> storedJoinOf(Operation *op, bool checkLayouts) {
       return std::nullopt;
     if (checkLayouts && layoutOf(piece) != layout)
       return std::nullopt;
+    // One stage stores the output (a pipeline's stages cut each
+    // micro-batch alike, so its pieces are on one stage).
+    if (!join.pieces.empty() &&
+        stageOf(piece.getDefiningOp()) != stageOf(join.pieces.front().getDefiningOp()))
+      return std::nullopt;
     join.pieces.push_back(piece);
   }
   return join;

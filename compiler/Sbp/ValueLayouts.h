@@ -66,7 +66,7 @@ struct StoredJoin {
 /// is whole (each piece reshaped, concatenated, reshaped back and
 /// returned, nothing else reading them), and, with `checkLayouts`, every piece laid out as the
 /// result (layoutOf; a layout that divides rows of the result divides a
-/// piece's alike). None otherwise.
+/// piece's alike), all on one pipeline stage. None otherwise.
 std::optional<StoredJoin> storedJoinOf(mlir::Operation *op, bool checkLayouts = true);
 /// Whether `op` is part of a stored join: it makes nothing a rank holds,
 /// and reading a piece does not keep it.

@@ -248,8 +248,9 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
   if (limit > 0 && memory > limit) {
     // Price bytes so that the plan's memory weighs as much as its time,
     // then raise the price until a plan fits, each solve starting from the
-    // last.
-    double price = evaluate(problem, best->choice) / memory;
+    // last. (The price is on the whole plan's bytes, which a pipeline's
+    // first stage holds part of.)
+    double price = evaluate(problem, best->choice) / planMemory(problem, best->choice);
     std::optional<Solution> fitting;
     std::vector<size_t> start = best->choice;
     int stalled = 0;

@@ -630,6 +630,16 @@ static llvm::DenseMap<Value, double> zeroGradientShares(SearchProblem &problem,
   return shares;
 }
 
+/// Whether `value` is a parameter's gradient (or a micro-batch's part of
+/// one): an update, a sum over micro-batches or the step's result reads
+/// it. Such values are spread over the stages with their parameters.
+static bool isParameterGradient(Value value) {
+  return llvm::any_of(value.getUsers(), [](Operation *user) {
+    return isa<func::ReturnOp>(user) || user->hasAttr(graph::GraphDialect::kAccumulateAttr) ||
+           sbp::updateStateOperands(user).has_value();
+  });
+}
+
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline) {
   const int64_t inFlight = pipeline.stages > 1 ? std::max<int64_t>(pipeline.inFlight, 1) : 1;
@@ -673,6 +683,31 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
         break;
       }
   double stash = 0;
+  // A join of micro-batch pieces goes where the plan lays each piece out
+  // as the result (sbp::StoredJoin); where it does not, the join runs and
+  // holds every piece until it reads them.
+  llvm::DenseSet<Operation *> unstoredJoinOps;
+  llvm::DenseMap<Value, size_t> joinedAt;
+  for (auto [s, step] : llvm::enumerate(steps)) {
+    auto concat = dyn_cast<graph::ConcatOp>(step.second);
+    std::optional<sbp::StoredJoin> join =
+        concat ? sbp::storedJoinOf(concat, /*checkLayouts=*/false) : std::nullopt;
+    if (!join)
+      continue;
+    Operation *root = join->result.getDefiningOp();
+    int laidOut = problem.nodes()[problem.nodeOf(root)].outputLayout(choice[problem.nodeOf(root)], 0);
+    bool stored = llvm::all_of(concat.getInputs(), [&](Value grouped) {
+      return sourceLayout(problem, choice, problem.nodeOf(grouped.getDefiningOp()), 0) == laidOut;
+    });
+    if (stored)
+      continue;
+    unstoredJoinOps.insert(root);
+    unstoredJoinOps.insert(concat);
+    for (auto [grouped, piece] : llvm::zip(concat.getInputs(), join->pieces)) {
+      unstoredJoinOps.insert(grouped.getDefiningOp());
+      joinedAt[piece] = s;
+    }
+  }
   // What the backward made (recomputed activations too), live at the
   // peak: one block's work, which a stage has as much of as the whole.
   double liveBackward = 0, backwardAtPeak = 0;
@@ -721,7 +756,8 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     if (isa<sbp::ConstraintOp>(op))
       continue;
     live += reshardedAt[s];
-    bool joins = sbp::storedJoinOf(op, /*checkLayouts=*/false).has_value();
+    bool joins = sbp::storedJoinOf(op, /*checkLayouts=*/false).has_value() &&
+                 !unstoredJoinOps.contains(op);
     for (auto [r, result] : llvm::enumerate(op->getResults())) {
       if (joins)
         break; // makes nothing a rank holds
@@ -732,10 +768,12 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
       // A fused backward reads its forward's output and log-sum-exp again.
       if (Operation *until = attention ? attention->livesUntil(result, fuses) : nullptr)
         last = std::max(last, problem.stepOf(until));
+      if (auto until = joinedAt.find(result); until != joinedAt.end())
+        last = std::max(last, until->second);
       freedAfter[last] += bytes;
       if (s < backwardFrom && last >= backwardFrom && firstOfBatch(op))
         stash += bytes;
-      if (op->hasAttr(graph::GraphDialect::kBackwardAttr)) {
+      if (op->hasAttr(graph::GraphDialect::kBackwardAttr) && !isParameterGradient(result)) {
         liveBackward += bytes;
         backwardFreedAfter[last] += bytes;
       }

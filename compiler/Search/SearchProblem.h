@@ -296,7 +296,8 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// other activations; 1/N of what micro-batch 0's forward leaves for its
 /// backward (its stash) once for each micro-batch the stage holds at once
 /// (`pipeline.inFlight`); and whole what the backward (recomputation too)
-/// has live at the peak, one block's working set, which every stage has.
+/// has live at the peak but parameters' gradients, one block's working
+/// set, which every stage has.
 struct PipelineShare {
   int64_t stages = 1;
   int64_t inFlight = 1;
@@ -347,9 +348,8 @@ Solution solveDRec(SearchProblem &problem);
 struct AutoOptions {
   /// Reject plans over the cluster's device memory per rank.
   bool checkMemory = true;
-  /// Pipeline stages the plan will be cut into: each rank holds about
-  /// 1/stages of what the plan needs (its parameters and optimizer state;
-  /// an estimate), so the check is against that many devices' memory.
+  /// Pipeline stages the plan will be cut into: the check is of the first
+  /// stage's memory as planMemory estimates it (PipelineShare).
   int64_t stages = 1;
   /// Micro-batches the fullest stage holds between their forward and
   /// backward (planMemory's inFlight): 1F1B's first stage min(stages,

@@ -70,8 +70,8 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       (its stash) counts once for every micro-batch the first stage holds
       at once under `schedule` (1F1B: min(stages, micro-batches); GPipe:
       all of them; sequential: one), and what the backward has live at
-      the peak (one block's working set, which every stage has) counts
-      whole. An estimate before the cut: the report's per-stage peaks are
+      the peak but parameters' gradients (one block's working set, which
+      every stage has) counts whole. An estimate before the cut: the report's per-stage peaks are
       those of the stages as cut.
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will

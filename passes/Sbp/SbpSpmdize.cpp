@@ -276,7 +276,7 @@ LogicalResult Spmdizer::run() {
         // Micro-batch pieces laid out as the result: each stores its rows
         // (scheduleLoadsAndStores moves the store to just after it).
         if (std::optional<StoredJoin> join = storedJoinOf(value.getDefiningOp())) {
-          NdSbp layout = layouts.lookup(join->pieces.front());
+          NdSbp layout = *layoutOf(join->result); // every piece's (storedJoinOf)
           int64_t count = static_cast<int64_t>(join->pieces.size());
           for (auto [k, piece] : llvm::enumerate(join->pieces)) {
             if (!mine(piece.getDefiningOp()))

@@ -329,7 +329,14 @@ bool writeNpyRows(const std::string &path, const std::vector<int64_t> &shape, co
   if (!file)
     return fail(error, path, std::string("cannot open for writing: ") + std::strerror(errno));
   bool ok = true;
-  if (create) {
+  if (!create) {
+    // The file an earlier piece made: the same array.
+    std::string header(preamble.size(), '\0');
+    if (std::fread(header.data(), 1, header.size(), file.get()) != header.size() ||
+        header != preamble)
+      return fail(error, path, "is not the array of shape " + shapeToString(shape) +
+                                   " an earlier piece began");
+  } else {
     // The whole array's extent, the rows not yet written zero.
     ok = std::fwrite(preamble.data(), 1, preamble.size(), file.get()) == preamble.size();
     uint64_t end = preamble.size() + rowBytes * static_cast<uint64_t>(shape[0]);

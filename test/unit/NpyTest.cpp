@@ -277,4 +277,8 @@ TEST_F(NpyTest, WritesRowsInPieces) {
   EXPECT_FALSE(sbprt::io::writeNpyRows(path, {6, 2, 3}, Tensor(DType::F32, {3, 2, 3}), 0, n,
                                        false, error));
   EXPECT_NE(std::string::npos, error.find("do not fit an array of shape [6, 2, 3]")) << error;
+  // A file of another array is not written into.
+  EXPECT_FALSE(sbprt::io::writeNpyRows(path, {9, 2, 3}, Tensor(DType::F32, {3, 2, 3}), 0, n,
+                                       false, error));
+  EXPECT_NE(std::string::npos, error.find("is not the array of shape [9, 2, 3]")) << error;
 }
