@@ -480,7 +480,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
             sig.results.push_back(cast<NdSbpAttr>(attr).toLayout());
             results.push_back(layoutEntry(names, v, sig.results.back()));
           }
-          double seconds = computeSecondsOf(&op, sig, mesh, inputs.cluster, sizes);
+          // A stored join's ops are not run (StoredJoin).
+          double seconds =
+              isStoredJoin(&op) ? 0 : computeSecondsOf(&op, sig, mesh, inputs.cluster, sizes);
           here.compute += seconds;
           nlohmann::json entry = {{"name", op.getNumResults() ? names(op.getResult(0)) : std::string()},
                                   {"op", op.getName().getStringRef().str()},
