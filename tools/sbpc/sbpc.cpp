@@ -242,7 +242,8 @@ static cl::opt<std::string> compilePipelineSchedule(
     "pipeline-schedule",
     cl::desc("--mesh pp=N with --micro-batches: 1f1b (default: a stage holds at most N - s "
              "micro-batches' activations) | gpipe (every forward, then every backward) | "
-             "sequential (one micro-batch after another)"),
+             "sequential (one micro-batch after another); the search's memory check counts "
+             "what the first stage holds under it"),
     cl::init("1f1b"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::list<std::string> compilePipelineStarts(
     "pipeline-starts",
