@@ -66,18 +66,28 @@ static std::string microBatchesText(const json &entry) {
 
 /// Where a peak of memory is and what makes it (a report's peak_memory):
 /// "peak at graph.softmax_grad (m.mlir:34:11, micro-batch 1): parameters
-/// and inputs 3.9 GiB, activations 80.3 GiB", then up to `largest` of the
-/// values live there, one per line. Reports before these fields print
-/// nothing.
+/// and inputs 3.9 GiB, activations 80.3 GiB", then the largest value live
+/// there on the same line (`largest` 1) or up to `largest` of them, one
+/// per line. Reports before these fields print nothing.
 static void printPeak(llvm::raw_ostream &os, const json &peak, const std::string &indent,
                       size_t largest) {
   if (!peak.is_object() || !peak.contains("at"))
     return;
-  const json &at = peak["at"];
   auto microBatch = [](const json &entry) {
     int64_t mb = static_cast<int64_t>(num(entry.value("micro_batch", json(0))));
     return mb > 0 ? ", micro-batch " + std::to_string(mb) : std::string();
   };
+  // "%3 [2, 8] [S(0)] (graph.matmul at m.mlir:4:8, micro-batch 1): 1.0 KiB"
+  auto valueText = [&](const json &v, bool where) {
+    return llvm::formatv("{0} {1} {2} ({3}{4}): {5}", str(v.value("value", json("?"))),
+                         shapeText(v.value("shape", json::array())), str(v.value("sbp", json("?"))),
+                         str(v.value("op", json("?"))),
+                         where ? " at " + str(v.value("location", json("?"))) + microBatch(v)
+                               : std::string(),
+                         sbpc::bytesText(num(v.value("bytes", json(0)))))
+        .str();
+  };
+  const json &at = peak["at"];
   os << indent << "peak at " << str(at.value("op", json("?"))) << " ("
      << str(at.value("location", json("?"))) << microBatch(at) << ")";
   if (peak.contains("stage"))
@@ -85,22 +95,15 @@ static void printPeak(llvm::raw_ostream &os, const json &peak, const std::string
   os << ": parameters and inputs " << sbpc::bytesText(num(peak.value("arguments_bytes", json(0))))
      << ", activations " << sbpc::bytesText(num(peak.value("activations_bytes", json(0))));
   const json live = peak.value("largest_live", json::array());
-  if (largest == 1 && !live.empty()) {
-    os << "; largest " << str(live[0].value("value", json("?"))) << " "
-       << shapeText(live[0].value("shape", json::array())) << " " << str(live[0].value("sbp", json("?")))
-       << " (" << str(live[0].value("op", json("?"))) << "), "
-       << sbpc::bytesText(num(live[0].value("bytes", json(0)))) << "\n";
-    return;
+  if (live.empty()) {
+    os << "\n";
+  } else if (largest == 1) {
+    os << "; largest " << valueText(live[0], false) << "\n";
+  } else {
+    os << "; largest then:\n";
+    for (size_t i = 0; i < live.size() && i < largest; ++i)
+      os << indent << "  " << i + 1 << ". " << valueText(live[i], true) << "\n";
   }
-  os << (live.empty() ? "\n" : "; largest then:\n");
-  for (size_t i = 0; i < live.size() && i < largest; ++i)
-    os << indent << llvm::formatv("  {0}. {1} {2} {3} ({4} at {5}{6}): {7}\n", i + 1,
-                                  str(live[i].value("value", json("?"))),
-                                  shapeText(live[i].value("shape", json::array())),
-                                  str(live[i].value("sbp", json("?"))),
-                                  str(live[i].value("op", json("?"))),
-                                  str(live[i].value("location", json("?"))), microBatch(live[i]),
-                                  sbpc::bytesText(num(live[i].value("bytes", json(0)))));
 }
 
 mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &os,

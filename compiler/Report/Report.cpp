@@ -64,6 +64,7 @@ struct Peak {
   };
   double live = 0, peak = 0;
   size_t peakStep = 0;
+  mlir::Operation *peakOp = nullptr; // whose results make the peak
   llvm::DenseMap<Operation *, double> freedAfter;
   std::vector<Held> held;
   /// `bytes` of `value` made at step `now`, freed after `last` (at step
@@ -76,6 +77,7 @@ struct Peak {
     if (live > peak) {
       peak = live;
       peakStep = now;
+      peakOp = value.getDefiningOp();
     }
   }
   /// After `op`: what it was the last to read dies.
@@ -366,8 +368,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     Peak activations, unfused;
   };
   std::vector<StageTotals> stage(1);
-  // Every op of every function in walk order, to say where a peak is.
-  std::vector<Operation *> walked;
+  // Every op of every function numbered in walk order, to say which
+  // values are live at a peak.
   llvm::DenseMap<Operation *, size_t> stepOfOp;
   llvm::DenseMap<Operation *, std::unique_ptr<ValueNames>> namesOf;
   nlohmann::json transfers = nlohmann::json::array();
@@ -377,8 +379,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
-    ValueNames &names =
-        *namesOf.try_emplace(fn, std::make_unique<ValueNames>(fn)).first->second;
+    ValueNames &names = *namesOf.try_emplace(fn, std::make_unique<ValueNames>(fn)).first->second;
     if (auto stages = fn->getAttrOfType<IntegerAttr>(kFuncStages))
       stage.resize(std::max<int64_t>(1, stages.getInt()));
     if (auto order = fn->getAttrOfType<StringAttr>(kFuncSchedule))
@@ -422,10 +423,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
             stage[s].argBytes += static_cast<double>(localBytes(mesh, *layout, arg, sizes.of(arg)));
     fusedAttention |= sizes.attention() && !sizes.attention()->cores.empty();
     // Activations live from their op to their last use.
-    for (Operation &op : fn.getBody().front()) {
-      stepOfOp[&op] = walked.size();
-      walked.push_back(&op);
-    }
+    for (Operation &op : fn.getBody().front())
+      stepOfOp.try_emplace(&op, stepOfOp.size());
     for (Operation &op : fn.getBody().front()) {
       StageTotals &here = stage[std::min<size_t>(stageOf(&op), stage.size() - 1)];
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
@@ -554,8 +553,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                 (!last || last->isBeforeInBlock(user)))
               last = user;
           size_t now = stepOfOp.lookup(&op);
-          on.unfused.add(result, bytes, now, last ? last : &op,
-                         last ? stepOfOp.lookup(last) : now);
+          on.unfused.add(result, bytes, now, last ? last : &op, last ? stepOfOp.lookup(last) : now);
           // A fused backward reads its forward's output and log-sum-exp again
           // (on the stage that runs it).
           if (Operation *until = sizes.livesUntil(result))
@@ -583,9 +581,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   auto peakEntry = [&](const StageTotals &totals) {
     nlohmann::json entry = {{"arguments_bytes", totals.argBytes},
                             {"activations_bytes", totals.activations.peak}};
-    if (totals.activations.held.empty())
+    Operation *at = totals.activations.peakOp;
+    if (!at)
       return entry;
-    Operation *at = walked[totals.activations.peakStep];
     entry["at"] = {{"op", at->getName().getStringRef().str()},
                    {"location", describeLocation(at->getLoc())},
                    {"micro_batch", microBatchOf(at)}};
@@ -620,15 +618,15 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       fullest = s;
       savedBytes = totals.unfused.peak - totals.activations.peak;
     }
-    stageEntries.push_back(
-        {{"stage", s},
-         {"ranks", {static_cast<int64_t>(s) * ranksPerStage,
-                    (static_cast<int64_t>(s) + 1) * ranksPerStage - 1}},
-         {"compute_time_s", totals.compute},
-         {"comm_time_s", totals.comm},
-         {"comm_bytes_per_rank", totals.commBytes},
-         {"peak_memory_bytes", memory},
-         {"peak_memory", peakEntry(totals)}});
+    stageEntries.push_back({{"stage", s},
+                            {"ranks",
+                             {static_cast<int64_t>(s) * ranksPerStage,
+                              (static_cast<int64_t>(s) + 1) * ranksPerStage - 1}},
+                            {"compute_time_s", totals.compute},
+                            {"comm_time_s", totals.comm},
+                            {"comm_bytes_per_rank", totals.commBytes},
+                            {"peak_memory_bytes", memory},
+                            {"peak_memory", peakEntry(totals)}});
   }
   nlohmann::json fullestPeak = stageEntries[fullest]["peak_memory"];
   if (stage.size() > 1)

@@ -83,6 +83,12 @@ constexpr llvm::StringLiteral kFuncStages = "sbp.stages";
 /// Set by --sbp-pipeline on the function: the order of the micro-batches'
 /// work, "gpipe" or "sequential".
 constexpr llvm::StringLiteral kFuncSchedule = "sbp.schedule";
+/// The schedules a pipeline runs, as messages name them, and whether
+/// `schedule` is one.
+constexpr llvm::StringLiteral kPipelineSchedules = "1f1b, gpipe or sequential";
+inline bool isPipelineSchedule(llvm::StringRef schedule) {
+  return schedule == "1f1b" || schedule == "gpipe" || schedule == "sequential";
+}
 /// The name of the pipeline axis.
 constexpr llvm::StringLiteral kPipelineAxis = sbprt::kPipelineAxis;
 /// The stage that computes `op` (sbp.stage); 0 without stages.

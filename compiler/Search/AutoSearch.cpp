@@ -225,7 +225,8 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
       consider(axisByAxis->choice, "axis-by-axis");
     for (const auto &[name, choice] : options.starts)
       consider(choice, name);
-    if (memoryLimit > 0 && planMemory(problem, best.choice, {options.stages, options.inFlight}) > memoryLimit) {
+    if (memoryLimit > 0 &&
+        planMemory(problem, best.choice, {options.stages, options.inFlight}) > memoryLimit) {
       best.candidatesEvaluated = evaluated;
       return best;
     }
@@ -270,13 +271,12 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     }
     problem.setMemoryPrice(0);
     if (!fitting) {
-      error = "no plan found fits device memory: the leanest found needs " +
-              bytesText(memory) + " per rank" +
-              (options.stages > 1 ? " (the first of " + std::to_string(options.stages) +
-                                        " pipeline stages)"
-                                  : std::string()) +
-              ", a device of cluster " + problem.cluster().name + " has " +
-              bytesText(limit);
+      error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
+              " per rank" +
+              (options.stages > 1
+                   ? " (the first of " + std::to_string(options.stages) + " pipeline stages)"
+                   : std::string()) +
+              ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }
     fitting->start = best->start;

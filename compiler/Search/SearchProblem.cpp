@@ -695,7 +695,8 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     if (!join)
       continue;
     Operation *root = join->result.getDefiningOp();
-    int laidOut = problem.nodes()[problem.nodeOf(root)].outputLayout(choice[problem.nodeOf(root)], 0);
+    int laidOut =
+        problem.nodes()[problem.nodeOf(root)].outputLayout(choice[problem.nodeOf(root)], 0);
     bool stored = llvm::all_of(concat.getInputs(), [&](Value grouped) {
       return sourceLayout(problem, choice, problem.nodeOf(grouped.getDefiningOp()), 0) == laidOut;
     });
@@ -756,8 +757,8 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     if (isa<sbp::ConstraintOp>(op))
       continue;
     live += reshardedAt[s];
-    bool joins = sbp::storedJoinOf(op, /*checkLayouts=*/false).has_value() &&
-                 !unstoredJoinOps.contains(op);
+    bool joins =
+        sbp::storedJoinOf(op, /*checkLayouts=*/false).has_value() && !unstoredJoinOps.contains(op);
     for (auto [r, result] : llvm::enumerate(op->getResults())) {
       if (joins)
         break; // makes nothing a rank holds

@@ -267,8 +267,7 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         else if (isBf16(o.getValue()))
           piece = ", true";
         line(llvm::formatv("r.store({0}, sbprt::DType::{1}, {2}, {3}, {4}{5});",
-                           quoted(o.getName()),
-                           type.getElementType().isInteger(64) ? "I64" : "F32",
+                           quoted(o.getName()), type.getElementType().isInteger(64) ? "I64" : "F32",
                            list(o.getGlobalShape()), layoutLiteral(o.getLayout().toLayout()),
                            ref(o.getValue()), piece));
         return success();

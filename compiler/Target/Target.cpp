@@ -319,13 +319,13 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                   {"layout", layoutText(load.getLayout())}});
       else if (auto store = dyn_cast<exec::StoreOp>(op);
                store && (!store.getRows() || (*store.getRows())[0] == 0))
-        manifestOutputs.push_back({{"name", store.getName().str()},
-                                   {"dtype", dtype(store.getValue().getType())},
-                                   {"shape", store.getGlobalShape()},
-                                   {"stored_shape", fileShape(store.getStoredShape(),
-                                                              store.getGlobalShape())},
-                                   {"layout", layoutText(store.getLayout())},
-                                   {"stage", sbp::stageOf(program)}});
+        manifestOutputs.push_back(
+            {{"name", store.getName().str()},
+             {"dtype", dtype(store.getValue().getType())},
+             {"shape", store.getGlobalShape()},
+             {"stored_shape", fileShape(store.getStoredShape(), store.getGlobalShape())},
+             {"layout", layoutText(store.getLayout())},
+             {"stage", sbp::stageOf(program)}});
     });
   }
   if (binaryOfRank.size() != static_cast<size_t>(mesh.numDevices()) ||

@@ -569,18 +569,18 @@ public:
 
   void runOnOperation() override {
     if (stages < 1) {
-      getOperation().emitError() << "sbp-pipeline: stages must be at least 1, got " << stages.getValue();
+      getOperation().emitError() << "sbp-pipeline: stages must be at least 1, got "
+                                 << stages.getValue();
       return signalPassFailure();
     }
-    if (schedule != "1f1b" && schedule != "gpipe" && schedule != "sequential") {
-      getOperation().emitError() << "sbp-pipeline: schedule must be 1f1b, gpipe or sequential, got '"
-                                 << schedule << "'";
+    if (!isPipelineSchedule(schedule)) {
+      getOperation().emitError() << "sbp-pipeline: schedule must be " << kPipelineSchedules
+                                 << ", got '" << schedule << "'";
       return signalPassFailure();
     }
     if (!starts.empty() && static_cast<int64_t>(starts.size()) != stages - 1) {
-      getOperation().emitError() << "sbp-pipeline: starts names " << starts.size()
-                                 << " block" << (starts.size() == 1 ? "" : "s") << " for "
-                                 << stages.getValue()
+      getOperation().emitError() << "sbp-pipeline: starts names " << starts.size() << " block"
+                                 << (starts.size() == 1 ? "" : "s") << " for " << stages.getValue()
                                  << " stages; it takes one per stage after the first ("
                                  << stages.getValue() - 1 << ")";
       return signalPassFailure();

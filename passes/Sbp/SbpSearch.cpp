@@ -121,8 +121,8 @@ private:
       return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages.getValue();
     options.checkMemory = memoryCheck;
     options.stages = stages;
-    if (schedule != "1f1b" && schedule != "gpipe" && schedule != "sequential")
-      return fn.emitError() << "sbp-search: schedule must be 1f1b, gpipe or sequential, got '"
+    if (!isPipelineSchedule(schedule))
+      return fn.emitError() << "sbp-search: schedule must be " << kPipelineSchedules << ", got '"
                             << schedule.getValue() << "'";
     // The micro-batches the first stage holds between their forward and
     // backward.
@@ -215,21 +215,20 @@ private:
       for (Operation *op : llvm::concat<Operation *const>(ArrayRef(node.op), node.copies))
         op->setAttr(kRunnerUp, mark);
     }
-    fn->setAttr(kFuncSearch,
-                b.getDictionaryAttr(
-                    {b.getNamedAttr("algorithm", b.getStringAttr(algorithm)),
-                     b.getNamedAttr("candidates_evaluated",
-                                    b.getI64IntegerAttr(solution->candidatesEvaluated)),
-                     b.getNamedAttr("plan_seconds", b.getF64FloatAttr(solution->seconds)),
-                     b.getNamedAttr("start", b.getStringAttr(solution->start.empty()
-                                                                  ? algorithm.getValue()
-                                                                  : solution->start)),
-                     b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
-                     b.getNamedAttr("tied_copies", b.getI64IntegerAttr(problem->tiedCopies())),
-                     b.getNamedAttr("memory_bytes_per_rank",
-                                    b.getF64FloatAttr(search::planMemory(
-                                        *problem, solution->choice,
-                                        {options.stages, options.inFlight})))}));
+    fn->setAttr(
+        kFuncSearch,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("algorithm", b.getStringAttr(algorithm)),
+             b.getNamedAttr("candidates_evaluated",
+                            b.getI64IntegerAttr(solution->candidatesEvaluated)),
+             b.getNamedAttr("plan_seconds", b.getF64FloatAttr(solution->seconds)),
+             b.getNamedAttr("start", b.getStringAttr(solution->start.empty() ? algorithm.getValue()
+                                                                             : solution->start)),
+             b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
+             b.getNamedAttr("tied_copies", b.getI64IntegerAttr(problem->tiedCopies())),
+             b.getNamedAttr("memory_bytes_per_rank", b.getF64FloatAttr(search::planMemory(
+                                                         *problem, solution->choice,
+                                                         {options.stages, options.inFlight})))}));
     return success();
   }
 };

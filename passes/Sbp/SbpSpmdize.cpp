@@ -299,13 +299,12 @@ LogicalResult Spmdizer::run() {
         FailureOr<Value> localValue = local(value, layout, ret);
         if (failed(localValue))
           return failure();
-        b.create<exec::StoreOp>(ret.getLoc(), *localValue, name,
-                                b.getDenseI64ArrayAttr(
-                                    cast<RankedTensorType>(value.getType()).getShape()),
-                                NdSbpAttr::get(ctx, onProgramMesh(layout)),
-                                fn.getResultAttrOfType<DenseI64ArrayAttr>(
-                                    i, graph::GraphDialect::kParamShapeAttr),
-                                /*rows=*/nullptr);
+        b.create<exec::StoreOp>(
+            ret.getLoc(), *localValue, name,
+            b.getDenseI64ArrayAttr(cast<RankedTensorType>(value.getType()).getShape()),
+            NdSbpAttr::get(ctx, onProgramMesh(layout)),
+            fn.getResultAttrOfType<DenseI64ArrayAttr>(i, graph::GraphDialect::kParamShapeAttr),
+            /*rows=*/nullptr);
       }
       b.create<func::ReturnOp>(ret.getLoc());
       continue;

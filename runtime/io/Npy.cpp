@@ -273,8 +273,6 @@ bool readNpySlice(const std::string &path, const std::vector<int64_t> &offsets,
   return true;
 }
 
-
-
 /// The magic, version, header length and header of a .npy file of `dtype`
 /// and `shape`, padded so that the data starts at a multiple of 64 bytes,
 /// as NumPy does; version 2.0 only if the header would not fit version
@@ -309,8 +307,7 @@ static std::string npyPreamble(DType dtype, const std::vector<int64_t> &dims) {
   return preamble + header;
 }
 
-bool writeNpy(const std::string &path, const Tensor &tensor,
-              std::string &error) {
+bool writeNpy(const std::string &path, const Tensor &tensor, std::string &error) {
   std::string preamble = npyPreamble(tensor.dtype(), tensor.shape());
   return writeFile(path, {{preamble.data(), preamble.size()}, {tensor.data(), tensor.numBytes()}},
                    error);
@@ -321,9 +318,10 @@ bool writeNpyRows(const std::string &path, const std::vector<int64_t> &shape, co
   std::string preamble = npyPreamble(rows.dtype(), shape);
   if (shape.empty() || rows.shape().empty() || first < 0 || step < 1 ||
       rows.shape()[0] * step != shape[0] || first >= step)
-    return fail(error, path, "rows " + shapeToString(rows.shape()) + " every " +
-                                 std::to_string(step) + " from " + std::to_string(first) +
-                                 " do not fit an array of shape " + shapeToString(shape));
+    return fail(error, path,
+                "rows " + shapeToString(rows.shape()) + " every " + std::to_string(step) +
+                    " from " + std::to_string(first) + " do not fit an array of shape " +
+                    shapeToString(shape));
   size_t rowBytes = rows.numBytes() / static_cast<size_t>(rows.shape()[0]);
   FilePtr file(std::fopen(path.c_str(), create ? "w+b" : "r+b"));
   if (!file)
@@ -334,8 +332,8 @@ bool writeNpyRows(const std::string &path, const std::vector<int64_t> &shape, co
     std::string header(preamble.size(), '\0');
     if (std::fread(header.data(), 1, header.size(), file.get()) != header.size() ||
         header != preamble)
-      return fail(error, path, "is not the array of shape " + shapeToString(shape) +
-                                   " an earlier piece began");
+      return fail(error, path,
+                  "is not the array of shape " + shapeToString(shape) + " an earlier piece began");
   } else {
     // The whole array's extent, the rows not yet written zero.
     ok = std::fwrite(preamble.data(), 1, preamble.size(), file.get()) == preamble.size();

@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -132,9 +132,8 @@ public:
   /// the same replica. `bf16`: the arena holds bf16, written as f32. With
   /// `pieces` > 1, `src` is piece `piece` of the shard: its rows piece,
   /// piece + pieces, ... (exec.store rows), written into the shard's file.
-  void store(const char *name, DType dtype, const std::vector<int64_t> &global,
-             const NdSbp &layout, const void *src, bool bf16 = false, int64_t piece = 0,
-             int64_t pieces = 1);
+  void store(const char *name, DType dtype, const std::vector<int64_t> &global, const NdSbp &layout,
+             const void *src, bool bf16 = false, int64_t piece = 0, int64_t pieces = 1);
 
   /// B -> S(dim) on `axis`: the block at this rank's coordinate.
   void localSlice(size_t axis, int64_t dim, const void *in, const std::vector<int64_t> &inShape,

@@ -3,6 +3,7 @@
 #include "compiler/Driver/Compile.h"
 #include "compiler/Sbp/Signatures.h"
 #include "compiler/Sbp/Strategies.h"
+#include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/Diagnostics.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Sbp/IR/SbpOps.h"
@@ -329,10 +330,9 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   if (compileRecompute != "none" && compileRecompute != "full" && compileRecompute != "selective")
     return sbpc::reportError("--recompute must be none, full or selective, got '" +
                              compileRecompute + "'");
-  if (compilePipelineSchedule != "1f1b" && compilePipelineSchedule != "gpipe" &&
-      compilePipelineSchedule != "sequential")
-    return sbpc::reportError("--pipeline-schedule must be 1f1b, gpipe or sequential, got '" +
-                             compilePipelineSchedule + "'");
+  if (!sbpc::sbp::isPipelineSchedule(compilePipelineSchedule))
+    return sbpc::reportError("--pipeline-schedule must be " + sbpc::sbp::kPipelineSchedules.str() +
+                             ", got '" + compilePipelineSchedule + "'");
   // The pipeline's flags need a pipeline (a bad --mesh is reported later).
   std::string meshError;
   std::optional<sbprt::Mesh> mesh = sbpc::parseMesh(compileMesh, meshError);
@@ -341,8 +341,9 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   for (const cl::Option *flag : {static_cast<const cl::Option *>(&compilePipelineSchedule),
                                  static_cast<const cl::Option *>(std::addressof(compilePipelineStarts))})
     if (flag->getNumOccurrences() && !pipelined)
-      return sbpc::reportError("--" + flag->ArgStr.str() +
-                               " applies to a mesh whose first axis is pp, of 2 or more stages (e.g. --mesh pp=2,dp=2)");
+      return sbpc::reportError(
+          "--" + flag->ArgStr.str() +
+          " applies to a mesh whose first axis is pp, of 2 or more stages (e.g. --mesh pp=2,dp=2)");
   if (compilePipelineSchedule.getNumOccurrences()) {
     if (compileMicroBatches == 1)
       return sbpc::reportError("--pipeline-schedule orders micro-batches: add --train "
