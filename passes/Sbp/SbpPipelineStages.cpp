@@ -18,7 +18,9 @@
 //   of the op it differentiates, which that op's stage holds): among those
 //   stages, the one its backward operands come from, else the last.
 //   Without forward operands, the lowest stage its backward operands come
-//   from (gradients flow towards the first stage).
+//   from (gradients flow towards the first stage). A sum over micro-batches
+//   of terms that each add two stages' contributions (a parameter two
+//   stages read) becomes each stage's own sum and one add of the two.
 // - Boxings, and ops that read nothing staged (constants), go to the
 //   lowest stage of their users, so that a value is sent as it was
 //   computed and changed where it is needed.
@@ -87,6 +89,13 @@ private:
   /// neighbours send the fewest bytes between stages: where its operands
   /// already are, or where its readers are.
   void improve(ArrayRef<Operation *> ops);
+  /// Splits each sum over micro-batches (graph.accumulate adds) whose
+  /// every term adds two contributions made on different stages (the
+  /// gradient of a parameter read on two stages) into a sum of each
+  /// contribution on its stage and one add of the two, so that the far
+  /// stage sends its sum once a step rather than a term per micro-batch.
+  /// The ops it removes go into `erased`.
+  void splitFarSums(llvm::DenseSet<Operation *> &erased);
   /// Per micro-batch m and stage s (at m * stages + s): when its forward
   /// (0) and backward (1) start in the schedule, in units of a forward.
   std::vector<std::array<double, 2>> taskStarts(int64_t microBatches) const;
@@ -388,6 +397,96 @@ void StagePlacer::improve(ArrayRef<Operation *> ops) {
   }
 }
 
+void StagePlacer::splitFarSums(llvm::DenseSet<Operation *> &erased) {
+  auto isSum = [](Operation *op) {
+    return isa_and_nonnull<graph::AddOp>(op) && op->hasAttr(graph::GraphDialect::kAccumulateAttr);
+  };
+  // The chains: from an add whose running sum is a term (micro-batch 0's),
+  // each add read by the next alone.
+  std::vector<std::vector<Operation *>> work;
+  for (Operation &op : fn.getBody().front())
+    if (isSum(&op) && !isSum(op.getOperand(0).getDefiningOp())) {
+      std::vector<Operation *> chain = {&op};
+      while (chain.back()->hasOneUse() && isSum(*chain.back()->user_begin()) &&
+             chain.back()->user_begin()->getOperand(0) == chain.back()->getResult(0))
+        chain.push_back(*chain.back()->user_begin());
+      work.push_back(std::move(chain));
+    }
+  OpBuilder b(fn.getContext());
+  while (!work.empty()) {
+    std::vector<Operation *> chain = work.back();
+    work.pop_back();
+    SmallVector<Value> terms = {chain.front()->getOperand(0)};
+    for (Operation *add : chain)
+      terms.push_back(add->getOperand(1));
+    // Every term an add of this step's backward, read by the sum alone, laid
+    // out as the sum (so the two sums need no boxing), whose operands come
+    // from the same two different stages in every micro-batch.
+    Attribute layout = chain.front()->getAttr(kResultLayouts);
+    std::optional<std::array<int64_t, 2>> from;
+    bool splits =
+        layout && llvm::all_of(terms, [&](Value term) {
+          auto add = term.getDefiningOp<graph::AddOp>();
+          if (!add || isSum(add) || !term.hasOneUse() || add->getAttr(kResultLayouts) != layout)
+            return false;
+          auto operands = add->getAttrOfType<ArrayAttr>(kOperandLayouts);
+          auto results = cast<ArrayAttr>(layout);
+          if (!operands || operands.size() != 2 || results.size() != 1 ||
+              llvm::any_of(operands, [&](Attribute a) { return a != results[0]; }))
+            return false;
+          std::array<int64_t, 2> stages;
+          for (unsigned i = 0; i < 2; ++i) {
+            std::optional<int64_t> s = stageOf(source(add->getOperand(i)).getDefiningOp());
+            if (!s)
+              return false;
+            stages[i] = *s;
+          }
+          if (stages[0] == stages[1] || (from && *from != stages))
+            return false;
+          from = stages;
+          return true;
+        });
+    if (!splits)
+      continue;
+    // Each contribution's sum, its adds beside the chain's, on its stage.
+    Value sums[2];
+    for (unsigned side = 0; side < 2; ++side) {
+      std::vector<Operation *> adds;
+      Value sum = terms[0].getDefiningOp()->getOperand(side);
+      for (auto [add, term] : llvm::zip(chain, ArrayRef(terms).drop_front())) {
+        b.setInsertionPoint(add);
+        Operation *next =
+            b.create<graph::AddOp>(add->getLoc(), sum, term.getDefiningOp()->getOperand(side));
+        next->setAttrs(add->getAttrDictionary());
+        stage[next] = (*from)[side];
+        adds.push_back(next);
+        sum = next->getResult(0);
+      }
+      sums[side] = sum;
+      work.push_back(std::move(adds)); // a contribution may add two others
+    }
+    Operation *last = chain.back();
+    b.setInsertionPoint(last);
+    Operation *both = b.create<graph::AddOp>(last->getLoc(), sums[0], sums[1]);
+    both->setAttrs(last->getAttrDictionary());
+    stage[both] = stage.lookup(last);
+    last->getResult(0).replaceAllUsesWith(both->getResult(0));
+    for (Operation *add : llvm::reverse(chain)) {
+      stage.erase(add);
+      backward.erase(add);
+      erased.insert(add);
+      add->erase();
+    }
+    for (Value term : terms) {
+      Operation *add = term.getDefiningOp();
+      stage.erase(add);
+      backward.erase(add);
+      erased.insert(add);
+      add->erase();
+    }
+  }
+}
+
 LogicalResult StagePlacer::run() {
   Block &body = fn.getBody().front();
   // Backward: marked so, or computed from something that is.
@@ -534,6 +633,9 @@ LogicalResult StagePlacer::run() {
       floating.push_back(&op);
     }
   }
+  llvm::DenseSet<Operation *> erased;
+  splitFarSums(erased);
+  llvm::erase_if(gradientOnly, [&](Operation *op) { return erased.contains(op); });
   improve(gradientOnly);
   // Boxings and constants: the lowest stage of their users, last first so
   // that a chain of boxings follows its consumer.
