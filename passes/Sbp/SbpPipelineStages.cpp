@@ -422,17 +422,16 @@ void StagePlacer::splitFarSums(llvm::DenseSet<Operation *> &erased) {
     // Every term an add of this step's backward, read by the sum alone, laid
     // out as the sum (so the two sums need no boxing), whose operands come
     // from the same two different stages in every micro-batch.
-    Attribute layout = chain.front()->getAttr(kResultLayouts);
+    auto layout = chain.front()->getAttrOfType<ArrayAttr>(kResultLayouts);
     std::optional<std::array<int64_t, 2>> from;
     bool splits =
-        layout && llvm::all_of(terms, [&](Value term) {
+        layout && layout.size() == 1 && llvm::all_of(terms, [&](Value term) {
           auto add = term.getDefiningOp<graph::AddOp>();
           if (!add || isSum(add) || !term.hasOneUse() || add->getAttr(kResultLayouts) != layout)
             return false;
           auto operands = add->getAttrOfType<ArrayAttr>(kOperandLayouts);
-          auto results = cast<ArrayAttr>(layout);
-          if (!operands || operands.size() != 2 || results.size() != 1 ||
-              llvm::any_of(operands, [&](Attribute a) { return a != results[0]; }))
+          if (!operands || operands.size() != 2 ||
+              llvm::any_of(operands, [&](Attribute a) { return a != layout[0]; }))
             return false;
           std::array<int64_t, 2> stages;
           for (unsigned i = 0; i < 2; ++i) {
