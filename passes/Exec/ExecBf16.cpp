@@ -41,10 +41,11 @@ llvm::DenseSet<Operation *> f32Ops(func::FuncOp program) {
 }
 
 /// A message between pipeline stages, as both sides know it: the sending
-/// and receiving programs' stages (sbp.stage) and how many messages went
-/// between the two before it (both make them in one order; tags repeat
-/// past 32767).
-using Message = std::tuple<int64_t, int64_t, int64_t>;
+/// and receiving programs' stages (sbp.stage), its tag and how many
+/// messages of that tag went between the two before it (tags repeat past
+/// 32767; a receiver may receive in another order than the sends, but
+/// those of one tag in theirs).
+using Message = std::tuple<int64_t, int64_t, int64_t, int64_t>;
 
 int64_t stageOf(func::FuncOp program) {
   auto stage = program->getAttrOfType<IntegerAttr>("sbp.stage");
@@ -106,23 +107,25 @@ public:
     for (func::FuncOp program : programs) {
       keep.push_back(f32Ops(program));
       int64_t stage = stageOf(program);
-      std::map<int64_t, int64_t> sent; // by receiving stage
+      std::map<std::pair<int64_t, int64_t>, int64_t> sent; // by receiving stage and tag
       program.walk([&](exec::SendOp send) {
         auto to = static_cast<int64_t>(send.getPeer());
-        int64_t ordinal = sent[to]++;
+        auto tag = static_cast<int64_t>(send.getTag());
+        int64_t ordinal = sent[{to, tag}]++;
         Operation *def = send.getInput().getDefiningOp();
         if (stage >= 0 && def && keep.back().contains(def)) {
           keep.back().insert(send);
-          f32Messages.insert({stage, to, ordinal});
+          f32Messages.insert({stage, to, tag, ordinal});
         }
       });
     }
     for (auto [program, kept] : llvm::zip(programs, keep)) {
       int64_t stage = stageOf(program);
-      std::map<int64_t, int64_t> received; // by sending stage
+      std::map<std::pair<int64_t, int64_t>, int64_t> received; // by sending stage and tag
       program.walk([&](exec::RecvOp recv) {
         auto from = static_cast<int64_t>(recv.getPeer());
-        if (f32Messages.count({from, stage, received[from]++}))
+        auto tag = static_cast<int64_t>(recv.getTag());
+        if (f32Messages.count({from, stage, tag, received[{from, tag}]++}))
           kept.insert(recv);
       });
       if (failed(toBf16(program, kept)))

@@ -12,9 +12,9 @@
 // each stage's program computes that stage's ops, loads what they read,
 // and sends each value another stage reads to the rank at the same
 // coordinates of that stage, right after computing it; the reader
-// receives it at the same point of the function's order. Every rank so
-// meets its sends, receives and collectives in one global order, which
-// cannot deadlock.
+// receives it just before its first use. Every rank meets its sends and
+// collectives in one global order and receives no earlier than the send,
+// and sends do not wait for their receivers, so no cycle of waits can form.
 #include "compiler/Sbp/IndexPlaces.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Exec/IR/ExecOps.h"
@@ -195,6 +195,33 @@ void scheduleLoadsAndStores(Block &body) {
   }
 }
 
+/// Moves each receive to just before its first reader. A sender never
+/// waits for its receiver (Communicator::send), so a rank may receive
+/// later than the value was sent in the function's order without a cycle
+/// of waits: a rank waiting at a receive waits for a send earlier in that
+/// order. Receiving early would hold the stage until the other had caught
+/// up, where it had work of its own to do. Receives from one peer under one
+/// tag (tags wrap around) keep their order.
+void receiveWhenRead(Block &body) {
+  llvm::DenseMap<std::pair<int64_t, int64_t>, Operation *> later;
+  SmallVector<exec::RecvOp> recvs = llvm::to_vector(body.getOps<exec::RecvOp>());
+  for (exec::RecvOp recv : llvm::reverse(recvs)) {
+    Operation *first = nullptr;
+    for (Operation *user : recv->getUsers()) {
+      Operation *inBody = body.findAncestorOpInBlock(*user);
+      if (inBody && (!first || inBody->isBeforeInBlock(first)))
+        first = inBody;
+    }
+    Operation *&next =
+        later[{static_cast<int64_t>(recv.getPeer()), static_cast<int64_t>(recv.getTag())}];
+    if (next && (!first || next->isBeforeInBlock(first)))
+      first = next;
+    if (first)
+      recv->moveBefore(first);
+    next = recv;
+  }
+}
+
 LogicalResult Spmdizer::load(BlockArgument arg) {
   unsigned i = arg.getArgNumber();
   auto param = fn.getArgAttrOfType<StringAttr>(i, graph::GraphDialect::kParamAttr);
@@ -359,6 +386,7 @@ LogicalResult Spmdizer::run() {
         attr.getName() != kFuncStages)
       program->setAttr(attr.getName(), attr.getValue());
   scheduleLoadsAndStores(*body);
+  receiveWhenRead(*body);
   return success();
 }
 

@@ -90,8 +90,11 @@ public:
   virtual void broadcast(size_t axis, void *data, const Local &in, int64_t root,
                          void *scratch) = 0;
   /// Point to point, between any two ranks of the job (pipeline stages).
+  /// A send may return before the receiver has the bytes (the caller may
+  /// reuse them at once); progress() between ops moves such sends along.
   virtual void send(int64_t peer, const void *data, size_t bytes, int tag) = 0;
   virtual void recv(int64_t peer, void *data, size_t bytes, int tag) = 0;
+  virtual void progress() {}
 
   /// What every rank of the job passed, in rank order; every rank must
   /// call it. Setup traffic (which GPU each rank has, say): not counted in

@@ -20,6 +20,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <utility>
 
 // Under AddressSanitizer (make check-sanitizers), every MPI process would
@@ -117,9 +118,11 @@ public:
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
-      for (MPI_Comm &comm : axisComms_)
-        MPI_Comm_free(&comm);
+    if (finalized)
+      return;
+    completeSends(/*wait=*/true);
+    for (MPI_Comm &comm : axisComms_)
+      MPI_Comm_free(&comm);
   }
 
   int64_t rank() const override { return rank_; }
@@ -146,8 +149,28 @@ public:
                 int64_t concatDim, void *out, void *scratch) override;
   void broadcast(size_t axis, void *data, const Local &in, int64_t root, void *scratch) override;
 
+  /// A send does not wait for the receiver: a blocking send of a large
+  /// message would hold a pipeline stage until the next reached its
+  /// receive, where it may be busy with another micro-batch. The bytes are
+  /// copied (the caller reuses them at once) and the copy freed once sent.
+  /// Pieces of one send go in order, as exchange's receive expects them.
   void send(int64_t peer, const void *data, size_t bytes, int tag) override {
-    exchange(MPI_COMM_WORLD, tag, static_cast<int>(peer), data, bytes, MPI_PROC_NULL, nullptr, 0);
+    completeSends(/*wait=*/false);
+    PendingSend &pending = pendingSends_.emplace_back();
+    const char *from = static_cast<const char *>(data);
+    pending.bytes.assign(from, from + bytes);
+    pending.requests.resize(piecesOf(bytes));
+    for (size_t i = 0; i < pending.requests.size(); ++i) {
+      size_t offset = i * kMaxMessageBytes;
+      MPI_Isend(pending.bytes.data() + offset,
+                static_cast<int>(std::min(kMaxMessageBytes, bytes - offset)), MPI_BYTE,
+                static_cast<int>(peer), tag, MPI_COMM_WORLD, &pending.requests[i]);
+    }
+    bytesSent_ += bytes;
+  }
+  void progress() override {
+    if (!pendingSends_.empty())
+      completeSends(/*wait=*/false);
   }
   void recv(int64_t peer, void *data, size_t bytes, int tag) override {
     exchange(MPI_COMM_WORLD, tag, MPI_PROC_NULL, nullptr, 0, static_cast<int>(peer), data, bytes);
@@ -224,9 +247,29 @@ private:
              recvBytes);
   }
 
+  /// Frees the copies of the sends that have completed; with `wait`, waits
+  /// for all of them first.
+  void completeSends(bool wait) {
+    for (auto it = pendingSends_.begin(); it != pendingSends_.end();) {
+      int done = 1;
+      int count = static_cast<int>(it->requests.size());
+      if (wait)
+        MPI_Waitall(count, it->requests.data(), MPI_STATUSES_IGNORE);
+      else
+        MPI_Testall(count, it->requests.data(), &done, MPI_STATUSES_IGNORE);
+      it = done ? pendingSends_.erase(it) : std::next(it);
+    }
+  }
+
+  struct PendingSend {
+    std::vector<char> bytes;
+    std::vector<MPI_Request> requests;
+  };
+
   int64_t rank_, size_;
   std::vector<int64_t> coordinates_;
   std::vector<MPI_Comm> axisComms_;
+  std::list<PendingSend> pendingSends_;
 };
 
 // Ring all-reduce on p chunks of the flat array: a reduce-scatter, after

@@ -211,6 +211,7 @@ public:
     mpi_->send(peer, staging_.data(), bytes, tag);
     bytesSent_ += bytes;
   }
+  void progress() override { mpi_->progress(); }
   void recv(int64_t peer, void *data, size_t bytes, int tag) override {
     staging_.resize(bytes);
     mpi_->recv(peer, staging_.data(), bytes, tag);
@@ -295,6 +296,7 @@ public:
     mpi_->send(peer, toHost(in_, data, bytes), bytes, tag);
     bytesSent_ = mpi_->bytesSent();
   }
+  void progress() override { mpi_->progress(); }
   void recv(int64_t peer, void *data, size_t bytes, int tag) override {
     in_.resize(bytes);
     mpi_->recv(peer, in_.data(), bytes, tag);

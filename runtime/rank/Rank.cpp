@@ -255,6 +255,8 @@ void Rank::op(const char *description, const char *shapes) {
     currentOp[sizeof currentOp - 1] = '\0';
   }
   lastProgressNs_ = nowNs();
+  if (comm_)
+    comm_->progress(); // sends still going out (pipeline stages)
   if (profileOps_ && inRun_)
     markOp(description, shapes);
   if ((crashRank_ == rank_ || hangRank_ == rank_) &&

@@ -180,6 +180,31 @@ public:
     ++checks_;
   }
 
+  /// Sends do not wait for their receivers: both ranks of a pair send a
+  /// message too large for MPI's eager protocol (4 MiB) before either
+  /// receives, which a blocking send would deadlock, then overwrite what
+  /// they sent; a second message of the same tag arrives after the first.
+  void checkSendsDoNotWait() {
+    int64_t rank = comm_.rank(), peer = rank % 2 ? rank - 1 : rank + 1;
+    if (peer >= comm_.size())
+      return;
+    Tensor first = randomTensor({1 << 20}, seed_ + 29 + static_cast<uint64_t>(rank));
+    Tensor second = randomTensor({1 << 10}, seed_ + 31 + static_cast<uint64_t>(rank));
+    Tensor expectFirst = randomTensor({1 << 20}, seed_ + 29 + static_cast<uint64_t>(peer));
+    Tensor expectSecond = randomTensor({1 << 10}, seed_ + 31 + static_cast<uint64_t>(peer));
+    comm_.send(peer, first.data(), first.numBytes(), 11);
+    comm_.send(peer, second.data(), second.numBytes(), 11);
+    std::memset(first.data(), 0, first.numBytes());
+    std::memset(second.data(), 0, second.numBytes());
+    comm_.recv(peer, first.data(), first.numBytes(), 11);
+    comm_.recv(peer, second.data(), second.numBytes(), 11);
+    std::string what = "sends before receives with rank " + std::to_string(peer);
+    if (std::memcmp(first.data(), expectFirst.data(), first.numBytes()) != 0 ||
+        std::memcmp(second.data(), expectSecond.data(), second.numBytes()) != 0)
+      failWith(what, "received other bytes than were sent");
+    ++checks_;
+  }
+
   /// fromEveryRank: every rank's own text (of a different length each,
   /// one empty), in rank order, on every rank; sending nothing the plan
   /// would count.
@@ -348,6 +373,7 @@ int main(int argc, char **argv) {
 
   CommChecker checker(*comm, seed);
   checker.checkPointToPoint();
+  checker.checkSendsDoNotWait();
   checker.checkFromEveryRank();
   for (size_t axis = 0; axis < mesh.shape.size(); ++axis)
     for (const std::vector<int64_t> &shape : std::vector<std::vector<int64_t>>{

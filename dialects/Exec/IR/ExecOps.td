@@ -168,6 +168,8 @@ def Exec_SendOp : Exec_Op<"send"> {
   let description = [{
     The receiver is the rank with this rank's coordinates but `peer` on
     `axis`; it receives with an `exec.recv` of the same tag and type.
+    The send does not wait for the receiver (the runtime sends a copy);
+    messages of one tag between two ranks arrive in the order sent.
   }];
   let arguments = (ins Exec_AnyTensor:$input, I64Attr:$axis, I64Attr:$peer, I64Attr:$tag);
   let assemblyFormat = "$input `axis` $axis `to` $peer `tag` $tag attr-dict `:` type($input)";
