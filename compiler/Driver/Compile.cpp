@@ -271,13 +271,19 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
       return reportError("--mesh " + command.mesh + ": the pipeline axis '" +
                          sbp::kPipelineAxis.str() + "' must come first (e.g. pp=2,dp=2,tp=2)");
     stages = mesh->shape.front();
+    if (stages > 1 && command.microBatches > 1)
+      if (std::string error = sbp::pipelineScheduleError(
+              command.pipelineSchedule, stages, command.pipelineChunks, command.microBatches);
+          !error.empty())
+        return reportError("--pipeline-schedule " + command.pipelineSchedule + ": " + error);
+    int64_t parts = stages * command.pipelineChunks;
+    std::string part = command.pipelineChunks > 1 ? "chunk" : "stage";
     if (!command.pipelineStarts.empty() &&
-        static_cast<int64_t>(command.pipelineStarts.size()) != stages - 1)
-      return reportError("--pipeline-starts names " +
-                         std::to_string(command.pipelineStarts.size()) + " block" +
-                         (command.pipelineStarts.size() == 1 ? "" : "s") + " for " +
-                         std::to_string(stages) + " stages: one per stage after the first (" +
-                         std::to_string(stages - 1) + ")");
+        static_cast<int64_t>(command.pipelineStarts.size()) != parts - 1)
+      return reportError(
+          "--pipeline-starts names " + std::to_string(command.pipelineStarts.size()) + " block" +
+          (command.pipelineStarts.size() == 1 ? "" : "s") + " for " + std::to_string(parts) + " " +
+          part + "s: one per " + part + " after the first (" + std::to_string(parts - 1) + ")");
     mesh->axes.erase(mesh->axes.begin());
     mesh->shape.erase(mesh->shape.begin());
     if (mesh->axes.empty()) {
@@ -404,6 +410,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.zero = command.train ? command.zero : 0;
     search.stages = stages;
     search.schedule = command.pipelineSchedule;
+    search.chunks = command.pipelineChunks;
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;
@@ -423,6 +430,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     sbp::SbpPipelineStagesOptions pipeline;
     pipeline.stages = stages;
     pipeline.schedule = command.pipelineSchedule;
+    pipeline.chunks = command.pipelineChunks;
     pipeline.starts = command.pipelineStarts;
     pipeline.cluster = command.cluster;
     pm.addPass(sbp::createSbpPipelineStages(pipeline));

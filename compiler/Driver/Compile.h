@@ -30,8 +30,9 @@ struct CompileCommand {
   std::string precision = "f32";  // f32 | bf16 (--exec-bf16 on the rank programs)
   bool fusedAttention = true;     // bf16 attention as exec.attention (--exec-fuse)
   bool timing = false;            // --timing: where the compile's time went, on stderr
-  std::string pipelineSchedule = "1f1b"; // 1f1b | gpipe | sequential (--sbp-pipeline)
-  std::vector<std::string> pipelineStarts; // blocks that begin stages 1.. (by hand)
+  std::string pipelineSchedule = "1f1b"; // 1f1b | interleaved | gpipe | sequential (--sbp-pipeline)
+  std::vector<std::string> pipelineStarts; // blocks that begin stages (chunks) 1.. (by hand)
+  int64_t pipelineChunks = 1;              // model chunks per stage (interleaved: 2 or more)
 };
 
 /// Lays the model out and writes into `outputDir` report.json and, unless

@@ -265,7 +265,10 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     const json &pipeline = report["pipeline"];
     os << "\nPipeline: " << static_cast<int64_t>(num(pipeline.value("stages", json(0))))
        << " stages on axis " << str(pipeline.value("axis", json("pp"))) << ", schedule "
-       << str(pipeline.value("schedule", json("?"))) << "\n";
+       << str(pipeline.value("schedule", json("?")));
+    if (int64_t chunks = static_cast<int64_t>(num(pipeline.value("chunks", json(1)))); chunks > 1)
+      os << ", " << chunks << " chunks a stage";
+    os << "\n";
     for (const json &stage : pipeline.value("per_stage", json::array())) {
       const json ranks = stage.value("ranks", json::array({0, 0}));
       os << llvm::formatv("  stage {0} (ranks {1}..{2}): compute {3}, communication {4} ({5} "

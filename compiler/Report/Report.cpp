@@ -374,6 +374,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   llvm::DenseMap<Operation *, std::unique_ptr<ValueNames>> namesOf;
   nlohmann::json transfers = nlohmann::json::array();
   std::string schedule = "sequential";
+  int64_t chunks = 1; // model chunks per stage (the interleaved schedule)
   size_t microBatches = 1;
   bool fusedAttention = false;
   for (auto fn : module.getOps<func::FuncOp>()) {
@@ -384,6 +385,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       stage.resize(std::max<int64_t>(1, stages.getInt()));
     if (auto order = fn->getAttrOfType<StringAttr>(kFuncSchedule))
       schedule = order.str();
+    if (auto held = fn->getAttrOfType<IntegerAttr>(kFuncChunks))
+      chunks = std::max<int64_t>(1, held.getInt());
     microBatches = std::max<size_t>(1, microBatchOps(fn).size());
     // A stage sends what it computes to the rank at the same coordinates
     // of each stage that reads it, over the pipeline axis's link.
@@ -646,9 +649,14 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
        {{"comm_bytes_per_rank", commBytes},
         {"compute_time_s", compute},
         {"comm_time_s", comm},
+        // Pipelined: a micro-batch through every stage, then the slowest
+        // stage's share of each other; on V chunks a stage, a micro-batch
+        // goes through a chunk of each stage, 1/V of it, before the next
+        // chunk's work begins (the bubble V times smaller).
         {"estimated_step_time_s",
          stage.size() > 1 && schedule != "sequential"
-             ? throughStages + static_cast<double>(microBatches - 1) * slowest
+             ? (throughStages + (static_cast<double>(microBatches * chunks) - 1) * slowest) /
+                   static_cast<double>(chunks)
              : compute + comm},
         {"peak_memory_bytes", peakMemory},
         {"peak_memory", fullestPeak},
@@ -665,6 +673,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     report["pipeline"] = {{"axis", kPipelineAxis.str()},
                           {"stages", stage.size()},
                           {"schedule", schedule},
+                          {"chunks", chunks},
                           {"micro_batches", microBatches},
                           {"per_stage", std::move(stageEntries)},
                           {"transfers", std::move(transfers)}};

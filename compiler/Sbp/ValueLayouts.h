@@ -5,6 +5,7 @@
 
 #include "compiler/Cost/CostModel.h"
 #include "compiler/Sbp/BoxingPlanner.h"
+#include "compiler/Sbp/PipelineSchedule.h"
 #include "compiler/Sbp/Signatures.h"
 #include "dialects/Graph/IR/FusedAttention.h"
 #include "dialects/Graph/IR/Precision.h"
@@ -81,14 +82,11 @@ inline bool isStoredJoin(mlir::Operation *op) {
 constexpr llvm::StringLiteral kStage = "sbp.stage";
 constexpr llvm::StringLiteral kFuncStages = "sbp.stages";
 /// Set by --sbp-pipeline on the function: the order of the micro-batches'
-/// work, "gpipe" or "sequential".
+/// work, "1f1b", "interleaved", "gpipe" or "sequential".
 constexpr llvm::StringLiteral kFuncSchedule = "sbp.schedule";
-/// The schedules a pipeline runs, as messages name them, and whether
-/// `schedule` is one.
-constexpr llvm::StringLiteral kPipelineSchedules = "1f1b, gpipe or sequential";
-inline bool isPipelineSchedule(llvm::StringRef schedule) {
-  return schedule == "1f1b" || schedule == "gpipe" || schedule == "sequential";
-}
+/// Set by --sbp-pipeline on the function under the interleaved schedule:
+/// the model chunks each stage holds (PipelineSchedule.h).
+constexpr llvm::StringLiteral kFuncChunks = "sbp.chunks";
 /// The name of the pipeline axis.
 constexpr llvm::StringLiteral kPipelineAxis = sbprt::kPipelineAxis;
 /// The stage that computes `op` (sbp.stage); 0 without stages.

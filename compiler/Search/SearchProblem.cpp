@@ -642,7 +642,7 @@ static bool isParameterGradient(Value value) {
 
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline) {
-  const int64_t inFlight = pipeline.stages > 1 ? std::max<int64_t>(pipeline.inFlight, 1) : 1;
+  const double inFlight = pipeline.stages > 1 ? std::max(pipeline.inFlight, 1.0) : 1.0;
   llvm::DenseMap<Value, double> zero = zeroGradientShares(problem, choice);
   auto zeroShare = [&](Value v) {
     auto it = zero.find(v);
@@ -792,8 +792,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   // of micro-batch 0's stash once for each micro-batch it holds, and the
   // backward's working set whole.
   double n = static_cast<double>(pipeline.stages);
-  return (arguments + peak - backwardAtPeak + static_cast<double>(inFlight - 1) * stash) / n +
-         backwardAtPeak;
+  return (arguments + peak - backwardAtPeak + (inFlight - 1) * stash) / n + backwardAtPeak;
 }
 
 std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,

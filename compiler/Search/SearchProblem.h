@@ -300,7 +300,7 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// set, which every stage has.
 struct PipelineShare {
   int64_t stages = 1;
-  int64_t inFlight = 1;
+  double inFlight = 1; // fractional under the interleaved schedule
 };
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline = {});
@@ -352,9 +352,9 @@ struct AutoOptions {
   /// stage's memory as planMemory estimates it (PipelineShare).
   int64_t stages = 1;
   /// Micro-batches the fullest stage holds between their forward and
-  /// backward (planMemory's inFlight): 1F1B's first stage min(stages,
-  /// micro-batches), GPipe's every micro-batch.
-  int64_t inFlight = 1;
+  /// backward (planMemory's inFlight; sbp::firstStageInFlight): 1F1B's
+  /// first stage min(stages, micro-batches), GPipe's every micro-batch.
+  double inFlight = 1;
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};

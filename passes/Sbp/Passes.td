@@ -68,8 +68,10 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       holding part of it: the check counts 1/stages of the plan's memory
       per rank, where what micro-batch 0's forward leaves for its backward
       (its stash) counts once for every micro-batch the first stage holds
-      at once under `schedule` (1F1B: min(stages, micro-batches); GPipe:
-      all of them; sequential: one), and what the backward has live at
+      at once under `schedule` (1F1B: min(stages, micro-batches);
+      interleaved with `chunks` chunks a stage: the chunks' forwards it
+      holds before their backwards, over `chunks`; GPipe: all of them;
+      sequential: one), and what the backward has live at
       the peak but parameters' gradients (one block's working set, which
       every stage has) counts whole. An estimate before the cut: the report's per-stage peaks are
       those of the stages as cut.
@@ -108,8 +110,10 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "estimates the first stage's peak (1/stages of the plan, with the micro-batches "
            "it holds in flight)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "the --sbp-pipeline schedule the stages will run (1f1b, gpipe or sequential): "
-           "how many micro-batches' activations the first stage holds at once">,
+           "the --sbp-pipeline schedule the stages will run (1f1b, interleaved, gpipe or "
+           "sequential): how many micro-batches' activations the first stage holds at once">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "under schedule=interleaved, the model chunks each stage will hold (at least 2)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
@@ -266,9 +270,20 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
     micro-batches one after the other (the stages wait for each other). The
     function records the schedule as `sbp.schedule`.
 
+    `interleaved` (Megatron-LM's interleaved 1F1B) with `chunks=V` cuts the
+    forward into stages x V chunks instead, chunk c on stage c % stages
+    (stage s holds chunks s, s + stages, ...), and places the rest by the
+    chunks as above; each stage runs its micro-batches in groups of
+    `stages` through its first chunk, then its next, the backwards the
+    other way, after (stages - s - 1) * 2 + (V - 1) * stages forwards. The
+    bubble is V times smaller than 1F1B's, for more messages and a first
+    stage that holds more micro-batches' activations. The micro-batches
+    must be a multiple of `stages`. The function records `sbp.chunks`.
+
     `starts=h.6,h.12,...` places the stages by hand instead: stage g + 1
-    begins with the block named by the g-th (a `graph.region`, in the
-    forward's order); one per stage after the first.
+    (chunk g + 1 under `interleaved`) begins with the block named by the
+    g-th (a `graph.region`, in the forward's order); one per stage (chunk)
+    after the first.
 
     A forward with fewer parts (blocks, and ops outside blocks that read
     parameters) than stages is refused. `stages=1` changes nothing.
@@ -281,7 +296,9 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"1", "Number of pipeline stages">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "Order of the micro-batches' work: 1f1b, gpipe or sequential">,
+           "Order of the micro-batches' work: 1f1b, interleaved, gpipe or sequential">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "Under schedule=interleaved: model chunks per stage (at least 2)">,
     ListOption<"starts", "starts", "std::string",
                "By hand: the blocks (graph.region) that begin stages 1, 2, ... in order">,
     Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",

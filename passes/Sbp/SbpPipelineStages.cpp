@@ -59,9 +59,10 @@ namespace {
 
 class StagePlacer {
 public:
-  StagePlacer(func::FuncOp fn, LayoutContext &context, int64_t stages, StringRef schedule,
-              ArrayRef<std::string> starts)
-      : fn(fn), context(context), stages(stages), schedule(schedule), starts(starts), sizes(fn) {}
+  StagePlacer(func::FuncOp fn, LayoutContext &context, int64_t stages, int64_t chunks,
+              StringRef schedule, ArrayRef<std::string> starts)
+      : fn(fn), context(context), stages(stages), chunks(chunks), parts(stages * chunks),
+        schedule(schedule), starts(starts), sizes(fn) {}
   LogicalResult run();
 
 private:
@@ -96,11 +97,8 @@ private:
   /// stage sends its sum once a step rather than a term per micro-batch.
   /// The ops it removes go into `erased`.
   void splitFarSums(llvm::DenseSet<Operation *> &erased);
-  /// Per micro-batch m and stage s (at m * stages + s): when its forward
-  /// (0) and backward (1) start in the schedule, in units of a forward.
-  std::vector<std::array<double, 2>> taskStarts(int64_t microBatches) const;
   /// Reorders the ops into the schedule (see the top of the file).
-  void schedulePipeline(int64_t microBatches);
+  LogicalResult schedulePipeline(int64_t microBatches);
   std::optional<int64_t> stageOf(Operation *op) const {
     auto found = stage.find(op);
     return found == stage.end() ? std::nullopt : std::optional(found->second);
@@ -109,10 +107,15 @@ private:
   func::FuncOp fn;
   LayoutContext &context;
   int64_t stages;
+  /// Model chunks per stage (1 but under the interleaved schedule), and
+  /// the chunks in all: the ops are placed on chunks, chunk c on stage
+  /// c % stages.
+  int64_t chunks, parts;
   StringRef schedule;
-  ArrayRef<std::string> starts; // blocks that begin stages 1, 2, ... (by hand)
+  ArrayRef<std::string> starts; // blocks that begin chunks 1, 2, ... (by hand)
   ElementSizes sizes;
   llvm::DenseSet<Operation *> backward;
+  /// Each op's chunk (its stage without chunks).
   llvm::DenseMap<Operation *, int64_t> stage;
   size_t units_ = 0; // the most units a cut had
 };
@@ -162,8 +165,8 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
     for (size_t u = 0; u < units.size(); ++u) {
       size_t left = units.size() - u; // this unit and those after it
       bool full = load + seconds[u] > bound && seconds[u] > 0;
-      if (inGroup > 0 && group < stages - 1 &&
-          (full || left <= static_cast<size_t>(stages - 1 - group))) {
+      if (inGroup > 0 && group < parts - 1 &&
+          (full || left <= static_cast<size_t>(parts - 1 - group))) {
         ++group;
         load = 0;
         inGroup = 0;
@@ -197,8 +200,10 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
     auto region = ops[units[u].first]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
     if (next < starts.size() && region && region.getValue() == starts[next]) {
       if (u == 0)
-        return fn.emitOpError() << "cannot begin pipeline stage 1 with block '" << starts[0]
-                                << "': it begins the forward, which would leave stage 0 nothing";
+        return fn.emitOpError() << "cannot begin pipeline " << (chunks > 1 ? "chunk" : "stage")
+                                << " 1 with block '" << starts[0] << "': it begins the forward, "
+                                << "which would leave " << (chunks > 1 ? "chunk" : "stage")
+                                << " 0 nothing";
       ++next;
     }
     for (size_t i = units[u].first; i < units[u].second; ++i)
@@ -218,59 +223,7 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
   return success();
 }
 
-std::vector<std::array<double, 2>> StagePlacer::taskStarts(int64_t microBatches) const {
-  // Each stage's tasks in its order: GPipe every forward, then every
-  // backward; 1F1B (PipeDream-Flush) S - s - 1 forwards to fill the
-  // pipeline, then one forward and one backward in turn, then the
-  // backwards left.
-  struct Task {
-    int64_t microBatch;
-    bool backward;
-  };
-  std::vector<std::vector<Task>> order(stages);
-  for (int64_t s = 0; s < stages; ++s) {
-    std::vector<Task> &tasks = order[s];
-    int64_t warmup = schedule == "gpipe" ? microBatches : std::min(stages - s - 1, microBatches);
-    for (int64_t m = 0; m < warmup; ++m)
-      tasks.push_back({m, false});
-    for (int64_t m = 0; m + warmup < microBatches; ++m) {
-      tasks.push_back({m + warmup, false});
-      tasks.push_back({m, true});
-    }
-    for (int64_t m = std::max<int64_t>(0, microBatches - warmup); m < microBatches; ++m)
-      tasks.push_back({m, true});
-  }
-  // Their start times when a forward takes 1 and a backward 2, a forward
-  // waiting for the stage before and a backward for the stage after.
-  constexpr double kUnset = -1;
-  std::vector<std::array<double, 2>> finish(microBatches * stages, {kUnset, kUnset}),
-      start = finish;
-  std::vector<size_t> next(stages, 0);
-  std::vector<double> free(stages, 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t s = 0; s < stages; ++s) {
-      while (next[s] < order[s].size()) {
-        auto [m, b] = order[s][next[s]];
-        int64_t dependency = b ? s + 1 : s - 1;
-        double ready = free[s];
-        if (dependency >= 0 && dependency < stages) {
-          double before = finish[m * stages + dependency][b];
-          if (before == kUnset)
-            break;
-          ready = std::max(ready, before);
-        }
-        start[m * stages + s][b] = ready;
-        finish[m * stages + s][b] = free[s] = ready + (b ? 2 : 1);
-        ++next[s];
-        progress = true;
-      }
-    }
-  }
-  return start;
-}
-
-void StagePlacer::schedulePipeline(int64_t microBatches) {
+LogicalResult StagePlacer::schedulePipeline(int64_t microBatches) {
   Block &body = fn.getBody().front();
   std::vector<Operation *> ops;
   llvm::DenseMap<Operation *, size_t> index;
@@ -282,7 +235,11 @@ void StagePlacer::schedulePipeline(int64_t microBatches) {
   // anything else (a sum over micro-batches, an update) as soon as what it
   // reads is ready; boxings and ops that read only arguments (constants,
   // ZeRO's gathers of parameters) just before their first reader.
-  std::vector<std::array<double, 2>> starts = taskStarts(microBatches);
+  std::optional<std::vector<std::array<double, 2>>> starts = pipelineStarts(
+      pipelineOrder(schedule.str(), stages, chunks, microBatches), stages, chunks, microBatches);
+  if (!starts) // the orders of PipelineSchedule.h never wait forever
+    return fn.emitOpError() << "cannot be put in the " << schedule << " schedule: its stages "
+                            << "would wait for each other forever";
   std::vector<double> step(ops.size(), 0);
   std::vector<bool> byReaders(ops.size(), false);
   for (auto [i, op] : llvm::enumerate(ops)) {
@@ -290,7 +247,7 @@ void StagePlacer::schedulePipeline(int64_t microBatches) {
     if (auto mark = op->getAttrOfType<IntegerAttr>(kMicroBatch);
         mark && !op->hasAttr(graph::GraphDialect::kAccumulateAttr) && !isa<BoxingOp>(op) &&
         mark.getInt() >= 0 && mark.getInt() < microBatches) {
-      step[i] = starts[mark.getInt() * stages + s][backward.contains(op)];
+      step[i] = (*starts)[mark.getInt() * parts + s][backward.contains(op)];
       continue;
     }
     bool readsOps = !isa<BoxingOp>(op) && llvm::any_of(op->getOperands(), [](Value v) {
@@ -336,6 +293,7 @@ void StagePlacer::schedulePipeline(int64_t microBatches) {
           found != index.end() && --waiting[found->second] == 0)
         ready.push({step[found->second], found->second});
   }
+  return success();
 }
 
 void StagePlacer::readerStages(Value v, llvm::function_ref<bool(Operation *)> counts,
@@ -516,6 +474,10 @@ LogicalResult StagePlacer::run() {
 
   // The forward ops: of the first micro-batch, the others following it.
   std::vector<std::vector<Operation *>> batches = microBatchOps(fn);
+  if (std::string error = pipelineScheduleError(schedule.str(), stages, chunks,
+                                                std::max<int64_t>(1, batches.size()));
+      !error.empty())
+    return fn.emitOpError() << "cannot be put on " << stages << " pipeline stages: " << error;
   if (batches.empty()) {
     std::vector<Operation *> forward;
     for (Operation &op : body.without_terminator())
@@ -543,17 +505,22 @@ LogicalResult StagePlacer::run() {
   }
   // Each stage must have work: a model with fewer blocks than stages
   // would leave ranks idle.
-  std::vector<bool> used(stages, false);
+  std::vector<bool> used(parts, false);
   for (auto &[op, s] : stage)
     used[s] = true;
   if (llvm::is_contained(used, false)) {
-    InFlightDiagnostic error = fn.emitOpError()
-                               << "cannot be cut into " << stages << " pipeline stages: ";
+    InFlightDiagnostic error = fn.emitOpError() << "cannot be cut into ";
+    if (chunks > 1)
+      error << parts << " chunks (" << stages << " pipeline stages of " << chunks << "): ";
+    else
+      error << stages << " pipeline stages: ";
     if (units_ == 0)
       return error << "no forward op reads a parameter (only those, and whole blocks, are cut)";
-    return error << "its forward has " << units_ << " part" << (units_ == 1 ? "" : "s")
-                 << " to place (whole blocks, and ops outside blocks that read parameters); use "
-                 << "at most " << units_ << " stage" << (units_ == 1 ? "" : "s");
+    error << "its forward has " << units_ << " part" << (units_ == 1 ? "" : "s")
+          << " to place (whole blocks, and ops outside blocks that read parameters); use ";
+    if (chunks > 1)
+      return error << "at most " << units_ << " chunks in all";
+    return error << "at most " << units_ << " stage" << (units_ == 1 ? "" : "s");
   }
 
   // The stages of the forward ops that read `v`, through boxings.
@@ -653,12 +620,15 @@ LogicalResult StagePlacer::run() {
 
   MLIRContext *ctx = fn.getContext();
   auto i64 = IntegerType::get(ctx, 64);
+  // Chunk c runs on stage c % stages.
   for (Operation &op : body.without_terminator())
-    op.setAttr(kStage, IntegerAttr::get(i64, stage.lookup(&op)));
+    op.setAttr(kStage, IntegerAttr::get(i64, stage.lookup(&op) % stages));
   fn->setAttr(kFuncStages, IntegerAttr::get(i64, stages));
+  if (chunks > 1)
+    fn->setAttr(kFuncChunks, IntegerAttr::get(i64, chunks));
   bool pipelined = !batches.empty() && schedule != "sequential";
-  if (pipelined)
-    schedulePipeline(static_cast<int64_t>(batches.size()));
+  if (pipelined && failed(schedulePipeline(static_cast<int64_t>(batches.size()))))
+    return failure();
   fn->setAttr(kFuncSchedule, StringAttr::get(ctx, pipelined ? schedule : StringRef("sequential")));
   return success();
 }
@@ -679,11 +649,19 @@ public:
                                  << ", got '" << schedule << "'";
       return signalPassFailure();
     }
-    if (!starts.empty() && static_cast<int64_t>(starts.size()) != stages - 1) {
+    // The micro-batches are checked against the schedule per function.
+    if (std::string error = pipelineScheduleError(schedule, stages, chunks, stages);
+        !error.empty()) {
+      getOperation().emitError() << "sbp-pipeline: " << error;
+      return signalPassFailure();
+    }
+    int64_t parts = stages * chunks;
+    const char *part = chunks > 1 ? "chunk" : "stage";
+    if (!starts.empty() && static_cast<int64_t>(starts.size()) != parts - 1) {
       getOperation().emitError() << "sbp-pipeline: starts names " << starts.size() << " block"
-                                 << (starts.size() == 1 ? "" : "s") << " for " << stages.getValue()
-                                 << " stages; it takes one per stage after the first ("
-                                 << stages.getValue() - 1 << ")";
+                                 << (starts.size() == 1 ? "" : "s") << " for " << parts << " "
+                                 << part << "s; it takes one per " << part << " after the first ("
+                                 << parts - 1 << ")";
       return signalPassFailure();
     }
     if (stages == 1)
@@ -694,7 +672,7 @@ public:
                                    return fn.emitOpError()
                                           << "has no layouts; run --sbp-propagate (or "
                                              "--sbp-search) and --sbp-insert-boxing first";
-                                 return StagePlacer(fn, context, stages, schedule, starts)
+                                 return StagePlacer(fn, context, stages, chunks, schedule, starts)
                                      .run();
                                })))
       return signalPassFailure();

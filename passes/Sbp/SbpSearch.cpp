@@ -127,10 +127,12 @@ private:
     // The micro-batches the first stage holds between their forward and
     // backward.
     int64_t microBatches = std::max<int64_t>(1, static_cast<int64_t>(microBatchOps(fn).size()));
-    if (stages > 1 && schedule == "gpipe")
-      options.inFlight = microBatches;
-    else if (stages > 1 && schedule == "1f1b")
-      options.inFlight = std::min<int64_t>(stages, microBatches);
+    if (stages > 1 && microBatches > 1) {
+      if (std::string error = pipelineScheduleError(schedule, stages, chunks, microBatches);
+          !error.empty())
+        return fn.emitError() << "sbp-search: " << error;
+      options.inFlight = firstStageInFlight(schedule, stages, chunks, microBatches);
+    }
     options.starts = takeStarts(*problem);
     // ZeRO works on the axes the plan splits the batch on. Guesses: those
     // of each start, the cheapest without ZeRO first (and of the fixed

@@ -3,11 +3,17 @@
 // RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 schedule=zigzag" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=3 starts=b" 2>&1 | FileCheck %s --check-prefix=STARTS
 // RUN: not sbpc-opt %s --split-input-file --sbp-pipeline=stages=2 2>&1 | FileCheck %s --check-prefix=LAYOUTS
+// RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 chunks=2" 2>&1 | FileCheck %s --check-prefix=CHUNKS
+// RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=ONECHUNK
+// RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 schedule=interleaved chunks=2 starts=b" 2>&1 | FileCheck %s --check-prefix=CHUNKSTARTS
 
 // The pass's options are checked before any function is cut.
 // STAGES: error: sbp-pipeline: stages must be at least 1, got 0
-// SCHEDULE: error: sbp-pipeline: schedule must be 1f1b, gpipe or sequential, got 'zigzag'
+// SCHEDULE: error: sbp-pipeline: schedule must be 1f1b, interleaved, gpipe or sequential, got 'zigzag'
 // STARTS: error: sbp-pipeline: starts names 1 block for 3 stages; it takes one per stage after the first (2)
+// CHUNKS: error: sbp-pipeline: only the interleaved schedule holds several chunks a stage, got 2 chunks under 1f1b
+// ONECHUNK: error: sbp-pipeline: the interleaved schedule holds at least 2 chunks a stage, got 1
+// CHUNKSTARTS: error: sbp-pipeline: starts names 1 block for 4 chunks; it takes one per chunk after the first (3)
 // A function is cut only once it has layouts.
 // LAYOUTS: error: 'func.func' op has no layouts; run --sbp-propagate (or --sbp-search) and --sbp-insert-boxing first
 

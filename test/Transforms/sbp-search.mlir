@@ -18,7 +18,7 @@ sbp.mesh @m axes ["x"] shape [2]
 // DREC: sbp.search = {algorithm = "drec"
 // UNKNOWN: error: --sbp-search: unknown algorithm 'greedy' (auto, drec or exact)
 // STAGES: error: sbp-search: stages must be at least 1, got 0
-// SCHEDULE: error: sbp-search: schedule must be 1f1b, gpipe or sequential, got 'zigzag'
+// SCHEDULE: error: sbp-search: schedule must be 1f1b, interleaved, gpipe or sequential, got 'zigzag'
 // RUN: not sbpc-opt %s --sbp-search=zero=7 2>&1 | FileCheck %s --check-prefix=STAGE
 // STAGE: error: --sbp-search: ZeRO stage must be 0, 1, 2 or 3, got 7
 func.func @f(%x: tensor<8x8xf32> {sbp.layout = #sbp.nd<[S(0)]>}, %w: tensor<8x4xf32>) -> tensor<8x4xf32> {

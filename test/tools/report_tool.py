@@ -59,7 +59,7 @@ SEARCH = {"search_seconds": float, "candidates_evaluated": int, "plan_seconds": 
           "memory_bytes_per_rank": float}
 RUNNER_UP = {"operands": [LAYOUT], "results": [LAYOUT], "plan_time_s": float}
 # What a pipeline (--mesh pp=N,...) adds.
-PIPELINE = {"axis": str, "stages": int, "micro_batches": int, "schedule": str,
+PIPELINE = {"axis": str, "stages": int, "micro_batches": int, "schedule": str, "chunks": int,
             "per_stage": [{"stage": int, "ranks": [int], "compute_time_s": float,
                            "comm_time_s": float, "comm_bytes_per_rank": float,
                            "peak_memory_bytes": float}],

@@ -242,10 +242,16 @@ static cl::opt<int64_t>
 static cl::opt<std::string> compilePipelineSchedule(
     "pipeline-schedule",
     cl::desc("--mesh pp=N with --micro-batches: 1f1b (default: a stage holds at most N - s "
-             "micro-batches' activations) | gpipe (every forward, then every backward) | "
-             "sequential (one micro-batch after another); the search's memory check counts "
-             "what the first stage holds under it"),
+             "micro-batches' activations) | interleaved (1F1B on --pipeline-chunks chunks a "
+             "stage: a smaller bubble; micro-batches a multiple of N) | gpipe (every forward, "
+             "then every backward) | sequential (one micro-batch after another); the search's "
+             "memory check counts what the first stage holds under it"),
     cl::init("1f1b"), cl::sub(compileCommand), cl::cat(compileCategory));
+static cl::opt<int64_t> compilePipelineChunks(
+    "pipeline-chunks",
+    cl::desc("--pipeline-schedule interleaved: model chunks each stage holds, stage s chunks s, "
+             "s + N, ... (default 2)"),
+    cl::init(2), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::list<std::string> compilePipelineStarts(
     "pipeline-starts",
     cl::desc("--mesh pp=N: place the stages by hand: the blocks (graph.region, e.g. h.6) that "
@@ -331,8 +337,9 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
     return sbpc::reportError("--recompute must be none, full or selective, got '" +
                              compileRecompute + "'");
   if (!sbpc::sbp::isPipelineSchedule(compilePipelineSchedule))
-    return sbpc::reportError("--pipeline-schedule must be " + sbpc::sbp::kPipelineSchedules.str() +
-                             ", got '" + compilePipelineSchedule + "'");
+    return sbpc::reportError("--pipeline-schedule must be " +
+                             std::string(sbpc::sbp::kPipelineSchedules) + ", got '" +
+                             compilePipelineSchedule + "'");
   // The pipeline's flags need a pipeline (a bad --mesh is reported later).
   std::string meshError;
   std::optional<sbprt::Mesh> mesh = sbpc::parseMesh(compileMesh, meshError);
@@ -344,6 +351,8 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
       return sbpc::reportError(
           "--" + flag->ArgStr.str() +
           " applies to a mesh whose first axis is pp, of 2 or more stages (e.g. --mesh pp=2,dp=2)");
+  if (compilePipelineChunks.getNumOccurrences() && compilePipelineSchedule != "interleaved")
+    return sbpc::reportError("--pipeline-chunks applies to --pipeline-schedule interleaved");
   if (compilePipelineSchedule.getNumOccurrences()) {
     if (compileMicroBatches == 1)
       return sbpc::reportError("--pipeline-schedule orders micro-batches: add --train "
@@ -373,14 +382,32 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
   }
   if (compileOptimizer.getNumOccurrences() && !compileTrain)
     return sbpc::reportError("--optimizer applies to a training step: add --train");
-  return sbpc::runCompile(ctx, {compileModel, compileMesh, compileStrategy, compileLayouts,
-                                compileCluster, compileOutput, compileEmit == "report",
-                                compileIgnoreMemory, compileTarget, compileTrain, compileOptimizer,
-                                compileLr, compileMomentum, compileWeightDecay, compileEps,
-                                compileZero, compileMicroBatches, compileRecompute,
-                                compileCudaArch, compilePrecision, compileFusedAttention,
-                                compileTiming, compilePipelineSchedule,
-                                {compilePipelineStarts.begin(), compilePipelineStarts.end()}});
+  return sbpc::runCompile(
+      ctx, {compileModel,
+            compileMesh,
+            compileStrategy,
+            compileLayouts,
+            compileCluster,
+            compileOutput,
+            compileEmit == "report",
+            compileIgnoreMemory,
+            compileTarget,
+            compileTrain,
+            compileOptimizer,
+            compileLr,
+            compileMomentum,
+            compileWeightDecay,
+            compileEps,
+            compileZero,
+            compileMicroBatches,
+            compileRecompute,
+            compileCudaArch,
+            compilePrecision,
+            compileFusedAttention,
+            compileTiming,
+            compilePipelineSchedule,
+            {compilePipelineStarts.begin(), compilePipelineStarts.end()},
+            compilePipelineSchedule == "interleaved" ? compilePipelineChunks : int64_t{1}});
 }
 
 int main(int argc, char **argv) {
