@@ -64,12 +64,13 @@ struct Peak {
   };
   double live = 0, peak = 0;
   size_t peakStep = 0;
-  mlir::Operation *peakOp = nullptr; // whose results make the peak
+  mlir::Operation *peakOp = nullptr; // whose results (or reading) make the peak
   llvm::DenseMap<Operation *, double> freedAfter;
   std::vector<Held> held;
-  /// `bytes` of `value` made at step `now`, freed after `last` (at step
-  /// `until`).
-  void add(Value value, double bytes, size_t now, Operation *last, size_t until) {
+  /// `bytes` of `value` made (or, `at` another stage's op that reads it,
+  /// received) at step `now`, freed after `last` (at step `until`).
+  void add(Value value, double bytes, size_t now, Operation *last, size_t until,
+           Operation *at = nullptr) {
     live += bytes;
     freedAfter[last] += bytes;
     if (bytes > 0)
@@ -77,7 +78,7 @@ struct Peak {
     if (live > peak) {
       peak = live;
       peakStep = now;
-      peakOp = value.getDefiningOp();
+      peakOp = at ? at : value.getDefiningOp();
     }
   }
   /// After `op`: what it was the last to read dies.
@@ -428,8 +429,32 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     // Activations live from their op to their last use.
     for (Operation &op : fn.getBody().front())
       stepOfOp.try_emplace(&op, stepOfOp.size());
+    // A value held on `holder` from `now` until the last op there that
+    // reads it (or `op`, its producer, where none does).
+    auto hold = [&](int64_t holder, Value result, double bytes, Operation *op, size_t now) {
+      StageTotals &on = stage[std::min<size_t>(holder, stage.size() - 1)];
+      Operation *last = nullptr;
+      for (Operation *user : result.getUsers())
+        if (!isa<func::ReturnOp>(user) && !isStoredJoin(user) && stageOf(user) == holder &&
+            (!last || last->isBeforeInBlock(user)))
+          last = user;
+      on.unfused.add(result, bytes, now, last ? last : op, last ? stepOfOp.lookup(last) : now, op);
+      // A fused backward reads its forward's output and log-sum-exp again
+      // (on the stage that runs it).
+      if (Operation *until = sizes.livesUntil(result))
+        if ((!last || last->isBeforeInBlock(until)) && stageOf(until) == holder)
+          last = until;
+      on.activations.add(result, bytes * sizes.storedShare(result), now, last ? last : op,
+                         last ? stepOfOp.lookup(last) : now, op);
+    };
+    // Values another stage receives, by the op there that first reads them:
+    // the receive comes just before it (--sbp-spmdize).
+    llvm::DenseMap<Operation *, std::vector<std::tuple<int64_t, Value, double>>> arrivals;
     for (Operation &op : fn.getBody().front()) {
       StageTotals &here = stage[std::min<size_t>(stageOf(&op), stage.size() - 1)];
+      if (auto arriving = arrivals.find(&op); arriving != arrivals.end())
+        for (auto &[holder, value, bytes] : arriving->second)
+          hold(holder, value, bytes, &op, stepOfOp.lookup(&op));
       if (auto boxing = dyn_cast<BoxingOp>(op)) {
         // As for ops below: a later micro-batch's boxing folds without its
         // entry where one alike stands for it.
@@ -548,22 +573,15 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                                                 describeLocation(reader->getLoc()) +
                                                 " on stage " + std::to_string(to) + " reads it"}});
           }
-        for (int64_t holder : holders) {
-          StageTotals &on = stage[std::min<size_t>(holder, stage.size() - 1)];
-          Operation *last = nullptr;
+        hold(holders.front(), result, bytes, &op, stepOfOp.lookup(&op));
+        for (int64_t holder : llvm::drop_begin(holders)) {
+          Operation *first = nullptr;
           for (Operation *user : result.getUsers())
             if (!isa<func::ReturnOp>(user) && !isStoredJoin(user) && stageOf(user) == holder &&
-                (!last || last->isBeforeInBlock(user)))
-              last = user;
-          size_t now = stepOfOp.lookup(&op);
-          on.unfused.add(result, bytes, now, last ? last : &op, last ? stepOfOp.lookup(last) : now);
-          // A fused backward reads its forward's output and log-sum-exp again
-          // (on the stage that runs it).
-          if (Operation *until = sizes.livesUntil(result))
-            if ((!last || last->isBeforeInBlock(until)) && stageOf(until) == holder)
-              last = until;
-          on.activations.add(result, bytes * sizes.storedShare(result), now, last ? last : &op,
-                             last ? stepOfOp.lookup(last) : now);
+                (!first || user->isBeforeInBlock(first)))
+              first = user;
+          if (first)
+            arrivals[first].push_back({holder, result, bytes});
         }
       }
       for (StageTotals &totals : stage) {

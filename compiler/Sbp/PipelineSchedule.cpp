@@ -4,6 +4,10 @@
 
 namespace sbpc::sbp {
 
+namespace {
+constexpr int64_t kMostChunks = 4096;
+} // namespace
+
 bool isPipelineSchedule(const std::string &schedule) {
   return schedule == "1f1b" || schedule == "interleaved" || schedule == "gpipe" ||
          schedule == "sequential";
@@ -20,6 +24,12 @@ std::string pipelineScheduleError(const std::string &schedule, int64_t stages, i
   if (chunks < 2)
     return "the interleaved schedule holds at least 2 chunks a stage, got " +
            std::to_string(chunks);
+  // (A model has fewer blocks than that: the cut refuses more chunks than
+  // it has parts.)
+  if (chunks > kMostChunks || stages > kMostChunks)
+    return "the interleaved schedule holds at most " + std::to_string(kMostChunks) +
+           " chunks a stage on at most as many stages, got " + std::to_string(chunks) + " on " +
+           std::to_string(stages);
   if (microBatches % stages != 0)
     return "the interleaved schedule runs micro-batches in groups of the " +
            std::to_string(stages) + " stages: " + std::to_string(microBatches) +
@@ -66,7 +76,7 @@ std::vector<std::vector<PipelineTask>> pipelineOrder(const std::string &schedule
 
 std::optional<std::vector<std::array<double, 2>>>
 pipelineStarts(const std::vector<std::vector<PipelineTask>> &order, int64_t stages, int64_t chunks,
-               int64_t microBatches) {
+               int64_t microBatches, const std::vector<std::array<double, 2>> *durations) {
   constexpr double kUnset = -1;
   const int64_t all = stages * chunks;
   std::vector<std::array<double, 2>> finish(microBatches * all, {kUnset, kUnset}), start = finish;
@@ -95,7 +105,8 @@ pipelineStarts(const std::vector<std::vector<PipelineTask>> &order, int64_t stag
         if (before)
           ready = std::max(ready, *before);
         start[m * all + c][b] = ready;
-        finish[m * all + c][b] = free[s] = ready + (b ? 2 : 1) * forwardTime;
+        double takes = durations ? (*durations)[c][b] : (b ? 2 : 1) * forwardTime;
+        finish[m * all + c][b] = free[s] = ready + takes;
         ++next[s];
         --left;
         progress = true;

@@ -54,13 +54,14 @@ std::vector<std::vector<PipelineTask>> pipelineOrder(const std::string &schedule
                                                      int64_t chunks, int64_t microBatches);
 
 /// When each task starts (index microBatch * stages * chunks + chunk; [0]
-/// the forward, [1] the backward) when a chunk's forward takes 1 / chunks
-/// and its backward 2 / chunks, each waiting for its stage and for the
-/// chunk before (forward) or after (backward); nullopt where the order
-/// would wait forever.
+/// the forward, [1] the backward), each waiting for its stage and for the
+/// chunk before (forward) or after (backward), when chunk c's forward and
+/// backward take `durations[c]` (without durations, a forward takes
+/// 1 / chunks and a backward 2 / chunks); nullopt where the order would
+/// wait forever.
 std::optional<std::vector<std::array<double, 2>>>
 pipelineStarts(const std::vector<std::vector<PipelineTask>> &order, int64_t stages, int64_t chunks,
-               int64_t microBatches);
+               int64_t microBatches, const std::vector<std::array<double, 2>> *durations = nullptr);
 
 /// The most micro-batches' activations the first stage holds at once (a
 /// chunk's forward adds 1 / chunks until its backward): 1F1B min(S, M),

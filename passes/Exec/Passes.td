@@ -48,8 +48,8 @@ def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {
     values half the space. A message between pipeline stages (programs
     marked `sbp.stage`) is bf16 unless the sender keeps its value in f32 (a
     sum of gradients that the other stage's update reads): then the
-    `exec.send` and its `exec.recv` (the same stages, the same place among
-    the messages between them) both stay f32;
+    `exec.send` and its `exec.recv` (the same stages and tag, the same place
+    among the messages of that tag between them) both stay f32;
     messages of programs without a stage are bf16. Run before --exec-fuse
     and --exec-plan-memory.
 

@@ -262,11 +262,13 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
     stage s to fill the pipeline, then a forward and a backward in turn
     (stage s holds at most S - s micro-batches' activations); `gpipe` runs
     every forward, then every backward (M micro-batches' activations). Each
-    op goes where its task starts in a simulation of the schedule (a
-    forward taking 1, a backward 2), in a topological order; a sum over
+    op goes where its task starts in a simulation of the schedule (each
+    stage's forward and backward of a micro-batch taking what the cost model
+    says of micro-batch 0's), in a topological order; a sum over
     micro-batches or an update as soon as what it reads is ready, a boxing
-    or a constant just before its first reader. Every rank meets its sends,
-    receives and collectives in this one order. `sequential` keeps the
+    or a constant just before its first reader. Every rank meets its sends
+    and collectives in this one order (`--sbp-spmdize` receives a value
+    just before its first use). `sequential` keeps the
     micro-batches one after the other (the stages wait for each other). The
     function records the schedule as `sbp.schedule`.
 

@@ -32,10 +32,10 @@
 // in turn, so it holds the activations of at most S - s micro-batches.
 // GPipe: every forward, then every backward (M micro-batches' activations
 // held). Each op goes at the time its task starts in a simulation of the
-// schedule (a forward taking 1, a backward 2), in a topological order;
-// every rank meets its sends, receives and collectives in this one order,
-// which --sbp-spmdize keeps. `schedule=sequential` keeps the micro-batches
-// one after another (the stages wait for each other).
+// schedule (each chunk's forward and backward taking the cost model's
+// time), in a topological order; every rank meets its sends and
+// collectives in this one order, which --sbp-spmdize keeps. `schedule=sequential` keeps the
+// micro-batches one after another (the stages wait for each other).
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Sbp/Passes.h"
@@ -95,8 +95,10 @@ private:
   /// gradient of a parameter read on two stages) into a sum of each
   /// contribution on its stage and one add of the two, so that the far
   /// stage sends its sum once a step rather than a term per micro-batch.
-  /// The ops it removes go into `erased`.
-  void splitFarSums(llvm::DenseSet<Operation *> &erased);
+  /// Only a sum of all `microBatches` micro-batches' terms splits (so
+  /// every micro-batch loses the same op). The ops it removes leave
+  /// `gradientOnly`; the add of the two sums joins it.
+  void splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *> &gradientOnly);
   /// Reorders the ops into the schedule (see the top of the file).
   LogicalResult schedulePipeline(int64_t microBatches);
   std::optional<int64_t> stageOf(Operation *op) const {
@@ -216,8 +218,8 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
         blocks += (blocks.empty() ? "" : ", ") + region.str();
     return fn.emitOpError() << "has no block '" << starts[next] << "' after "
                             << (next == 0 ? std::string("its start") : "'" + starts[next - 1] + "'")
-                            << " to begin pipeline stage " << next + 1
-                            << " (its forward's blocks, in order: "
+                            << " to begin pipeline " << (chunks > 1 ? "chunk " : "stage ")
+                            << next + 1 << " (its forward's blocks, in order: "
                             << (blocks.empty() ? std::string("none") : blocks) << ")";
   }
   return success();
@@ -235,8 +237,20 @@ LogicalResult StagePlacer::schedulePipeline(int64_t microBatches) {
   // anything else (a sum over micro-batches, an update) as soon as what it
   // reads is ready; boxings and ops that read only arguments (constants,
   // ZeRO's gathers of parameters) just before their first reader.
-  std::optional<std::vector<std::array<double, 2>>> starts = pipelineStarts(
-      pipelineOrder(schedule.str(), stages, chunks, microBatches), stages, chunks, microBatches);
+  // Each chunk's forward and backward of a micro-batch take what the cost
+  // model says of micro-batch 0's (the head's chunk is heavier than a
+  // block's); where a chunk has no such work, a forward takes 1 and a
+  // backward 2.
+  std::vector<std::array<double, 2>> durations(parts, {0.0, 0.0});
+  for (Operation *op : ops)
+    if (auto mark = op->getAttrOfType<IntegerAttr>(kMicroBatch);
+        mark && mark.getInt() == 0 && !op->hasAttr(graph::GraphDialect::kAccumulateAttr))
+      durations[stage.lookup(op)][backward.contains(op)] += secondsOf(op);
+  bool costed =
+      llvm::all_of(durations, [](const std::array<double, 2> &d) { return d[0] > 0 && d[1] > 0; });
+  std::optional<std::vector<std::array<double, 2>>> starts =
+      pipelineStarts(pipelineOrder(schedule.str(), stages, chunks, microBatches), stages, chunks,
+                     microBatches, costed ? &durations : nullptr);
   if (!starts) // the orders of PipelineSchedule.h never wait forever
     return fn.emitOpError() << "cannot be put in the " << schedule << " schedule: its stages "
                             << "would wait for each other forever";
@@ -340,12 +354,20 @@ void StagePlacer::improve(ArrayRef<Operation *> ops) {
     for (Value result : op->getResults())
       resultBytes += bytesOf(result);
     // The stage that sends the fewest bytes: operands to it, the result
-    // from it to every other reader stage. Ties keep the first choice.
+    // from it to every other reader stage (chunks on one stage send
+    // nothing between them). Ties keep the first choice.
+    auto onStage = [&](const std::set<int64_t> &chunks, int64_t c) {
+      return llvm::any_of(chunks, [&](int64_t k) { return k % stages == c % stages; });
+    };
+    std::set<int64_t> readerStages;
+    for (int64_t r : readers)
+      readerStages.insert(r % stages);
     auto cost = [&](int64_t c) {
       double bytes = 0;
       for (auto &[where, size] : operands)
-        bytes += where.count(c) ? 0 : size;
-      return bytes + resultBytes * static_cast<double>(readers.size() - readers.count(c));
+        bytes += onStage(where, c) ? 0 : size;
+      return bytes + resultBytes *
+                         static_cast<double>(readerStages.size() - readerStages.count(c % stages));
     };
     int64_t best = stage.lookup(op);
     for (int64_t c : candidates)
@@ -355,7 +377,7 @@ void StagePlacer::improve(ArrayRef<Operation *> ops) {
   }
 }
 
-void StagePlacer::splitFarSums(llvm::DenseSet<Operation *> &erased) {
+void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *> &gradientOnly) {
   auto isSum = [](Operation *op) {
     return isa_and_nonnull<graph::AddOp>(op) && op->hasAttr(graph::GraphDialect::kAccumulateAttr);
   };
@@ -377,30 +399,38 @@ void StagePlacer::splitFarSums(llvm::DenseSet<Operation *> &erased) {
     SmallVector<Value> terms = {chain.front()->getOperand(0)};
     for (Operation *add : chain)
       terms.push_back(add->getOperand(1));
-    // Every term an add of this step's backward, read by the sum alone, laid
-    // out as the sum (so the two sums need no boxing), whose operands come
-    // from the same two different stages in every micro-batch.
+    // Every micro-batch's term (micro-batch i's the i-th) an add of this
+    // step's backward of two values of its type, read by the sum alone,
+    // laid out as the sum (so the two sums need no boxing), whose operands
+    // come from the same two chunks, on different stages, in every
+    // micro-batch.
     auto layout = chain.front()->getAttrOfType<ArrayAttr>(kResultLayouts);
     std::optional<std::array<int64_t, 2>> from;
+    int64_t next = 0;
     bool splits =
-        layout && layout.size() == 1 && llvm::all_of(terms, [&](Value term) {
+        layout && layout.size() == 1 && static_cast<int64_t>(terms.size()) == microBatches &&
+        llvm::all_of(terms, [&](Value term) {
           auto add = term.getDefiningOp<graph::AddOp>();
-          if (!add || isSum(add) || !term.hasOneUse() || add->getAttr(kResultLayouts) != layout)
+          if (!add || isSum(add) || !term.hasOneUse() || add->getAttr(kResultLayouts) != layout ||
+              add.getLhs().getType() != add.getType() || add.getRhs().getType() != add.getType())
+            return false;
+          auto mark = add->getAttrOfType<IntegerAttr>(kMicroBatch);
+          if (!mark || mark.getInt() != next++)
             return false;
           auto operands = add->getAttrOfType<ArrayAttr>(kOperandLayouts);
           if (!operands || operands.size() != 2 ||
               llvm::any_of(operands, [&](Attribute a) { return a != layout[0]; }))
             return false;
-          std::array<int64_t, 2> stages;
+          std::array<int64_t, 2> where;
           for (unsigned i = 0; i < 2; ++i) {
             std::optional<int64_t> s = stageOf(source(add->getOperand(i)).getDefiningOp());
             if (!s)
               return false;
-            stages[i] = *s;
+            where[i] = *s;
           }
-          if (stages[0] == stages[1] || (from && *from != stages))
+          if (where[0] % stages == where[1] % stages || (from && *from != where))
             return false;
-          from = stages;
+          from = where;
           return true;
         });
     if (!splits)
@@ -427,20 +457,22 @@ void StagePlacer::splitFarSums(llvm::DenseSet<Operation *> &erased) {
     Operation *both = b.create<graph::AddOp>(last->getLoc(), sums[0], sums[1]);
     both->setAttrs(last->getAttrDictionary());
     stage[both] = stage.lookup(last);
+    gradientOnly.push_back(both);
     last->getResult(0).replaceAllUsesWith(both->getResult(0));
-    for (Operation *add : llvm::reverse(chain)) {
-      stage.erase(add);
-      backward.erase(add);
-      erased.insert(add);
-      add->erase();
-    }
-    for (Value term : terms) {
-      Operation *add = term.getDefiningOp();
-      stage.erase(add);
-      backward.erase(add);
-      erased.insert(add);
-      add->erase();
-    }
+    // (Forgotten before the next chain's ops are made, which may take
+    // their addresses.)
+    llvm::DenseSet<Operation *> erased;
+    auto erase = [&](Operation *op) {
+      stage.erase(op);
+      backward.erase(op);
+      erased.insert(op);
+      op->erase();
+    };
+    for (Operation *add : llvm::reverse(chain))
+      erase(add);
+    for (Value term : llvm::to_vector(terms))
+      erase(term.getDefiningOp());
+    llvm::erase_if(gradientOnly, [&](Operation *op) { return erased.contains(op); });
   }
 }
 
@@ -474,6 +506,9 @@ LogicalResult StagePlacer::run() {
 
   // The forward ops: of the first micro-batch, the others following it.
   std::vector<std::vector<Operation *>> batches = microBatchOps(fn);
+  if (schedule == "interleaved" && batches.empty())
+    return fn.emitOpError() << "cannot be put in the interleaved schedule: it has no "
+                            << "micro-batches to order (--sbp-micro-batches)";
   if (std::string error = pipelineScheduleError(schedule.str(), stages, chunks,
                                                 std::max<int64_t>(1, batches.size()));
       !error.empty())
@@ -599,12 +634,14 @@ LogicalResult StagePlacer::run() {
       floating.push_back(&op);
     }
   }
-  llvm::DenseSet<Operation *> erased;
-  splitFarSums(erased);
-  llvm::erase_if(gradientOnly, [&](Operation *op) { return erased.contains(op); });
+  splitFarSums(std::max<int64_t>(1, static_cast<int64_t>(batches.size())), gradientOnly);
   improve(gradientOnly);
-  // Boxings and constants: the lowest stage of their users, last first so
-  // that a chain of boxings follows its consumer.
+  // Boxings and constants: the lowest stage of their users (its lowest
+  // chunk there), last first so that a chain of boxings follows its
+  // consumer.
+  auto lower = [&](int64_t a, int64_t b) {
+    return std::make_pair(a % stages, a) < std::make_pair(b % stages, b);
+  };
   for (Operation *op : llvm::reverse(floating)) {
     std::optional<int64_t> s;
     for (Operation *user : op->getUsers()) {
@@ -612,8 +649,8 @@ LogicalResult StagePlacer::run() {
       if (!u && isa<func::ReturnOp>(user) && op->getNumOperands() > 0)
         if (Operation *def = source(op->getOperand(0)).getDefiningOp())
           u = stageOf(def);
-      if (u)
-        s = s ? std::min(*s, *u) : *u;
+      if (u && (!s || lower(*u, *s)))
+        s = u;
     }
     stage[op] = s.value_or(0);
   }

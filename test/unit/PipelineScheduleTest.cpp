@@ -110,6 +110,36 @@ TEST(PipelineSchedule, BubbleShrinksWithChunks) {
     }
 }
 
+TEST(PipelineSchedule, DurationsPerChunk) {
+  // The unit times given explicitly start every task where the default
+  // does; twice as long everywhere, every start twice as late; a slow
+  // last stage (3 for a forward, 6 for a backward, against 1 and 2)
+  // bounds the step: its M micro-batches' work and the first one's way
+  // to it and back.
+  for (const char *schedule : {"1f1b", "interleaved"}) {
+    int64_t stages = 4, chunks = std::string(schedule) == "interleaved" ? 2 : 1, m = 8;
+    auto order = pipelineOrder(schedule, stages, chunks, m);
+    std::vector<std::array<double, 2>> unit(stages * chunks, {1.0 / chunks, 2.0 / chunks}),
+        twice(stages * chunks, {2.0 / chunks, 4.0 / chunks});
+    auto plain = pipelineStarts(order, stages, chunks, m);
+    auto given = pipelineStarts(order, stages, chunks, m, &unit);
+    auto doubled = pipelineStarts(order, stages, chunks, m, &twice);
+    ASSERT_TRUE(plain && given && doubled);
+    for (size_t i = 0; i < plain->size(); ++i)
+      for (int b = 0; b < 2; ++b) {
+        EXPECT_DOUBLE_EQ((*given)[i][b], (*plain)[i][b]);
+        EXPECT_DOUBLE_EQ((*doubled)[i][b], 2 * (*plain)[i][b]);
+      }
+  }
+  std::vector<std::array<double, 2>> slowLast = {{1, 2}, {1, 2}, {1, 2}, {3, 6}};
+  auto starts = pipelineStarts(pipelineOrder("1f1b", 4, 1, 8), 4, 1, 8, &slowLast);
+  ASSERT_TRUE(starts);
+  double end = 0;
+  for (int64_t m = 0; m < 8; ++m)
+    end = std::max(end, (*starts)[m * 4 + 0][1] + 2);
+  EXPECT_DOUBLE_EQ(end, 3 + 8 * 9 + 3 * 2);
+}
+
 TEST(PipelineSchedule, FirstStageInFlight) {
   EXPECT_EQ(firstStageInFlight("1f1b", 4, 1, 8), 4);
   EXPECT_EQ(firstStageInFlight("1f1b", 4, 1, 2), 2);
