@@ -10,7 +10,7 @@ LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
 
-.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-gpu gpu-bundle clean
+.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-pipeline bench-gpu gpu-bundle clean
 
 all: build
 
@@ -74,6 +74,12 @@ bench-search: build
 	@[ -x $(BENCH_VENV)/bin/python ] || { python3 -m venv $(BENCH_VENV) && \
 	  $(BENCH_VENV)/bin/pip install -q matplotlib==3.9.2; }
 	@$(BENCH_VENV)/bin/python bench/search/run.py --sbpc $(BUILD)/bin/sbpc --out bench/search
+
+# The pipeline-schedule benchmark (bench/README.md): a small GPT's training
+# step run on the CPU on one rank and on pp=2 under each schedule; about
+# three minutes.
+bench-pipeline: build
+	@/usr/bin/python3 bench/pipeline/run.py --sbpc $(BUILD)/bin/sbpc --out bench/pipeline
 
 # The GPU benchmark (bench/README.md): GPT-2 small and medium, forward and
 # training step, against PyTorch eager and torch.compile where PyTorch has
