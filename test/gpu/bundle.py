@@ -54,7 +54,8 @@ FULL = [
     # Pipelines: a program per stage, messages between the stages' ranks.
     ("spmd_suite.py", ["--model", "gpt", "--autodiff", "--cases", "tp@pp=2,tp=2"]),
     ("train_suite.py", ["--model", "gpt", "--batch", "8", "--eps", "1e-5", "--cases",
-                        "dp@pp=2,dp=2:zero=1:micro-batches=4"]),
+                        "dp@pp=2,dp=2:zero=1:micro-batches=4",
+                        "tp@pp=2,tp=2:micro-batches=4:pipeline-schedule=interleaved"]),
     # --precision bf16: the CPU's bf16 against the f32 reference to
     # bf16.test's tolerance, and the GPU's bf16 against the CPU's to twice
     # it (test/gpu/export.py): each rounds once per write but sums in its
