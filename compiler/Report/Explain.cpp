@@ -271,7 +271,20 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     os << "\n";
     for (const json &stage : pipeline.value("per_stage", json::array())) {
       const json ranks = stage.value("ranks", json::array({0, 0}));
-      os << llvm::formatv("  stage {0} (ranks {1}..{2}): compute {3}, communication {4} ({5} "
+      // Its blocks: all of a few, else the first two and the last.
+      std::vector<std::string> blocks;
+      for (const json &block : stage.value("blocks", json::array()))
+        blocks.push_back(str(block));
+      std::string held;
+      for (size_t i = 0; i < blocks.size(); ++i)
+        if (blocks.size() <= 4 || i < 2 || i + 1 == blocks.size())
+          held += (held.empty()                                  ? ""
+                   : i == blocks.size() - 1 && blocks.size() > 4 ? " .. "
+                                                                 : ", ") +
+                  blocks[i];
+      if (blocks.size() > 4)
+        held += " (" + std::to_string(blocks.size()) + " blocks)";
+      os << llvm::formatv("  stage {0} (ranks {1}..{2}{7}): compute {3}, communication {4} ({5} "
                           "per rank), peak memory {6}\n",
                           static_cast<int64_t>(num(stage.value("stage", json(0)))),
                           static_cast<int64_t>(num(ranks.at(0))),
@@ -279,7 +292,8 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
                           secondsText(num(stage.value("compute_time_s", json(0)))),
                           secondsText(num(stage.value("comm_time_s", json(0)))),
                           bytesText(num(stage.value("comm_bytes_per_rank", json(0)))),
-                          bytesText(num(stage.value("peak_memory_bytes", json(0)))));
+                          bytesText(num(stage.value("peak_memory_bytes", json(0)))),
+                          held.empty() ? std::string() : "; " + held);
       printPeak(os, stage.value("peak_memory", json::object()), "    ", 1);
     }
     const json transfers = pipeline.value("transfers", json::array());

@@ -15,6 +15,7 @@
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/bit.h"
 
 #include "mlir/IR/AsmState.h"
@@ -367,6 +368,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   struct StageTotals {
     double compute = 0, comm = 0, commBytes = 0, argBytes = 0;
     Peak activations, unfused;
+    /// The model's blocks (graph.region) its ops belong to, in order.
+    std::vector<std::string> blocks;
+    llvm::StringSet<> seenBlocks;
   };
   std::vector<StageTotals> stage(1);
   // Every op of every function numbered in walk order, to say which
@@ -452,6 +456,9 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
     llvm::DenseMap<Operation *, std::vector<std::tuple<int64_t, Value, double>>> arrivals;
     for (Operation &op : fn.getBody().front()) {
       StageTotals &here = stage[std::min<size_t>(stageOf(&op), stage.size() - 1)];
+      if (auto region = op.getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr))
+        if (here.seenBlocks.insert(region.getValue()).second)
+          here.blocks.push_back(region.str());
       if (auto arriving = arrivals.find(&op); arriving != arrivals.end())
         for (auto &[holder, value, bytes] : arriving->second)
           hold(holder, value, bytes, &op, stepOfOp.lookup(&op));
@@ -647,7 +654,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                             {"comm_time_s", totals.comm},
                             {"comm_bytes_per_rank", totals.commBytes},
                             {"peak_memory_bytes", memory},
-                            {"peak_memory", peakEntry(totals)}});
+                            {"peak_memory", peakEntry(totals)},
+                            {"blocks", totals.blocks}});
   }
   nlohmann::json fullestPeak = stageEntries[fullest]["peak_memory"];
   if (stage.size() > 1)
