@@ -247,17 +247,21 @@ private:
              recvBytes);
   }
 
-  /// Frees the copies of the sends that have completed; with `wait`, waits
-  /// for all of them first.
+  /// Frees the copies of the sends that have completed, oldest first up to
+  /// the first that has not (a check per op stays cheap with thousands
+  /// pending, as GPipe's first stage has); with `wait`, waits for all.
   void completeSends(bool wait) {
-    for (auto it = pendingSends_.begin(); it != pendingSends_.end();) {
+    while (!pendingSends_.empty()) {
+      PendingSend &oldest = pendingSends_.front();
       int done = 1;
-      int count = static_cast<int>(it->requests.size());
+      int count = static_cast<int>(oldest.requests.size());
       if (wait)
-        MPI_Waitall(count, it->requests.data(), MPI_STATUSES_IGNORE);
+        MPI_Waitall(count, oldest.requests.data(), MPI_STATUSES_IGNORE);
       else
-        MPI_Testall(count, it->requests.data(), &done, MPI_STATUSES_IGNORE);
-      it = done ? pendingSends_.erase(it) : std::next(it);
+        MPI_Testall(count, oldest.requests.data(), &done, MPI_STATUSES_IGNORE);
+      if (!done)
+        return;
+      pendingSends_.pop_front();
     }
   }
 
