@@ -34,8 +34,9 @@
 // held). Each op goes at the time its task starts in a simulation of the
 // schedule (each chunk's forward and backward taking the cost model's
 // time), in a topological order; every rank meets its sends and
-// collectives in this one order, which --sbp-spmdize keeps. `schedule=sequential` keeps the
-// micro-batches one after another (the stages wait for each other).
+// collectives in this one order, which --sbp-spmdize keeps.
+// `schedule=sequential` keeps the micro-batches one after another (the
+// stages wait for each other).
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Sbp/Passes.h"
@@ -470,7 +471,7 @@ void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *
     };
     for (Operation *add : llvm::reverse(chain))
       erase(add);
-    for (Value term : llvm::to_vector(terms))
+    for (Value term : terms)
       erase(term.getDefiningOp());
     llvm::erase_if(gradientOnly, [&](Operation *op) { return erased.contains(op); });
   }

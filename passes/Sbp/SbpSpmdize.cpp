@@ -171,19 +171,22 @@ LogicalResult Spmdizer::lowerBoxing(BoxingOp boxing) {
 /// it must. Parameters (and optimizer states) stay loaded from the start:
 /// they are what a rank holds resident from one step to the next, and the
 /// memory plan should count them so.
-void scheduleLoadsAndStores(Block &body) {
-  for (auto load : llvm::to_vector(body.getOps<exec::LoadOp>())) {
-    if (load.getKind() != "input")
-      continue;
-    Operation *first = nullptr;
-    for (Operation *user : load->getUsers()) {
-      Operation *inBody = body.findAncestorOpInBlock(*user);
-      if (inBody && (!first || inBody->isBeforeInBlock(first)))
-        first = inBody;
-    }
-    if (first)
-      load->moveBefore(first);
+/// The op of `body` that first reads a result of `op`, or null.
+Operation *firstReaderIn(Block &body, Operation *op) {
+  Operation *first = nullptr;
+  for (Operation *user : op->getUsers()) {
+    Operation *inBody = body.findAncestorOpInBlock(*user);
+    if (inBody && (!first || inBody->isBeforeInBlock(first)))
+      first = inBody;
   }
+  return first;
+}
+
+void scheduleLoadsAndStores(Block &body) {
+  for (auto load : llvm::to_vector(body.getOps<exec::LoadOp>()))
+    if (load.getKind() == "input")
+      if (Operation *first = firstReaderIn(body, load))
+        load->moveBefore(first);
   llvm::DenseMap<Operation *, Operation *> lastStore; // keeps the stores' order
   for (auto store : llvm::to_vector(body.getOps<exec::StoreOp>())) {
     Value value = store->getOperand(0);
@@ -206,12 +209,7 @@ void receiveWhenRead(Block &body) {
   llvm::DenseMap<std::pair<int64_t, int64_t>, Operation *> later;
   SmallVector<exec::RecvOp> recvs = llvm::to_vector(body.getOps<exec::RecvOp>());
   for (exec::RecvOp recv : llvm::reverse(recvs)) {
-    Operation *first = nullptr;
-    for (Operation *user : recv->getUsers()) {
-      Operation *inBody = body.findAncestorOpInBlock(*user);
-      if (inBody && (!first || inBody->isBeforeInBlock(first)))
-        first = inBody;
-    }
+    Operation *first = firstReaderIn(body, recv);
     Operation *&next =
         later[{static_cast<int64_t>(recv.getPeer()), static_cast<int64_t>(recv.getTag())}];
     if (next && (!first || next->isBeforeInBlock(first)))

@@ -6,6 +6,7 @@
 // RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 chunks=2" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=ONECHUNK
 // RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 schedule=interleaved chunks=2 starts=b" 2>&1 | FileCheck %s --check-prefix=CHUNKSTARTS
+// RUN: not sbpc-opt %s --split-input-file --sbp-layout --sbp-pipeline="stages=2 schedule=interleaved chunks=2" 2>&1 | FileCheck %s --check-prefix=NOMB
 
 // The pass's options are checked before any function is cut.
 // STAGES: error: sbp-pipeline: stages must be at least 1, got 0
@@ -14,6 +15,8 @@
 // CHUNKS: error: sbp-pipeline: only the interleaved schedule holds several chunks a stage, got 2 chunks under 1f1b
 // ONECHUNK: error: sbp-pipeline: the interleaved schedule holds at least 2 chunks a stage, got 1
 // CHUNKSTARTS: error: sbp-pipeline: starts names 1 block for 4 chunks; it takes one per chunk after the first (3)
+// The interleaved schedule orders micro-batches: a function without them is refused.
+// NOMB: error: 'func.func' op cannot be put in the interleaved schedule: it has no micro-batches to order (--sbp-micro-batches)
 // A function is cut only once it has layouts.
 // LAYOUTS: error: 'func.func' op has no layouts; run --sbp-propagate (or --sbp-search) and --sbp-insert-boxing first
 
