@@ -118,18 +118,41 @@ pipelineStarts(const std::vector<std::vector<PipelineTask>> &order, int64_t stag
   return start;
 }
 
+std::vector<double> stageInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
+                                  int64_t microBatches) {
+  if (stages <= 1 || schedule == "sequential")
+    return std::vector<double>(std::max<int64_t>(1, stages), 1.0);
+  std::vector<double> held;
+  for (const std::vector<PipelineTask> &tasks :
+       pipelineOrder(schedule, stages, chunks, microBatches)) {
+    int64_t now = 0, most = 0;
+    for (const PipelineTask &task : tasks) {
+      now += task.backward ? -1 : 1;
+      most = std::max(most, now);
+    }
+    held.push_back(static_cast<double>(most) / static_cast<double>(chunks));
+  }
+  return held;
+}
+
 double firstStageInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
                           int64_t microBatches) {
+  return stageInFlight(schedule, stages, chunks, microBatches).front();
+}
+
+std::vector<double> chunkInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
+                                  int64_t microBatches) {
+  int64_t parts = std::max<int64_t>(1, stages * chunks);
   if (stages <= 1 || schedule == "sequential")
-    return 1;
-  std::vector<std::vector<PipelineTask>> order =
-      pipelineOrder(schedule, stages, chunks, microBatches);
-  int64_t held = 0, most = 0;
-  for (const PipelineTask &task : order.front()) {
-    held += task.backward ? -1 : 1;
-    most = std::max(most, held);
-  }
-  return static_cast<double>(most) / static_cast<double>(chunks);
+    return std::vector<double>(parts, 1.0);
+  std::vector<int64_t> now(parts, 0), most(parts, 0);
+  for (const std::vector<PipelineTask> &tasks :
+       pipelineOrder(schedule, stages, chunks, microBatches))
+    for (const PipelineTask &task : tasks) {
+      now[task.chunk] += task.backward ? -1 : 1;
+      most[task.chunk] = std::max(most[task.chunk], now[task.chunk]);
+    }
+  return std::vector<double>(most.begin(), most.end());
 }
 
 } // namespace sbpc::sbp

@@ -63,10 +63,18 @@ std::optional<std::vector<std::array<double, 2>>>
 pipelineStarts(const std::vector<std::vector<PipelineTask>> &order, int64_t stages, int64_t chunks,
                int64_t microBatches, const std::vector<std::array<double, 2>> *durations = nullptr);
 
-/// The most micro-batches' activations the first stage holds at once (a
-/// chunk's forward adds 1 / chunks until its backward): 1F1B min(S, M),
-/// GPipe M, sequential 1.
+/// Per stage, the most micro-batches' activations it holds at once (a
+/// chunk's forward adds 1 / chunks until its backward): under 1F1B stage
+/// s holds min(S - s, M), under GPipe M, sequential 1.
+std::vector<double> stageInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
+                                  int64_t microBatches);
+/// The first stage's (stageInFlight), the fullest.
 double firstStageInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
                           int64_t microBatches);
+/// Per chunk (0 to stages * chunks - 1), the most micro-batches whose
+/// forward through it has run and whose backward has not, at once: what
+/// the chunk's ops leave for their backward is held that many times.
+std::vector<double> chunkInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
+                                  int64_t microBatches);
 
 } // namespace sbpc::sbp

@@ -154,6 +154,35 @@ TEST(PipelineSchedule, FirstStageInFlight) {
   EXPECT_EQ(firstStageInFlight("interleaved", 4, 2, 4), 4);
 }
 
+TEST(PipelineSchedule, StageAndChunkInFlight) {
+  // 1F1B: stage s holds S - s micro-batches (all M where fewer).
+  EXPECT_EQ(stageInFlight("1f1b", 4, 1, 8), (std::vector<double>{4, 3, 2, 1}));
+  EXPECT_EQ(stageInFlight("1f1b", 4, 1, 2), (std::vector<double>{2, 2, 2, 1}));
+  EXPECT_EQ(stageInFlight("gpipe", 3, 1, 5), (std::vector<double>{5, 5, 5}));
+  EXPECT_EQ(stageInFlight("sequential", 3, 1, 5), (std::vector<double>{1, 1, 1}));
+  // One chunk a stage: the chunk holds what its stage does.
+  for (const char *schedule : {"1f1b", "gpipe", "sequential"})
+    EXPECT_EQ(chunkInFlight(schedule, 4, 1, 8), stageInFlight(schedule, 4, 1, 8)) << schedule;
+  // Interleaved: a stage's first chunk waits longest for its backward.
+  // Each chunk holds at most every micro-batch, and together a stage's
+  // chunks at least what the stage holds at its fullest.
+  const int64_t stages = 4, chunks = 2, microBatches = 8;
+  std::vector<double> chunk = chunkInFlight("interleaved", stages, chunks, microBatches);
+  std::vector<double> stage = stageInFlight("interleaved", stages, chunks, microBatches);
+  ASSERT_EQ(chunk.size(), static_cast<size_t>(stages * chunks));
+  for (int64_t s = 0; s < stages; ++s) {
+    double together = 0;
+    for (int64_t c = s; c < stages * chunks; c += stages) {
+      EXPECT_GE(chunk[c], 1);
+      EXPECT_LE(chunk[c], microBatches);
+      together += chunk[c];
+    }
+    EXPECT_GE(together, stage[s] * chunks) << "stage " << s;
+    EXPECT_GE(chunk[s], chunk[s + stages]) << "stage " << s;
+  }
+  EXPECT_GT(chunk[0], chunk[stages - 1]);
+}
+
 TEST(PipelineSchedule, Errors) {
   EXPECT_NE(pipelineScheduleError("zigzag", 2, 1, 4).find("1f1b, interleaved, gpipe or sequential"),
             std::string::npos);
