@@ -433,6 +433,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     pipeline.chunks = command.pipelineChunks;
     pipeline.starts = command.pipelineStarts;
     pipeline.cluster = command.cluster;
+    pipeline.balanceMemory = !command.ignoreMemory;
     pm.addPass(sbp::createSbpPipelineStages(pipeline));
   }
   TimingScope layingOut = timing.nest("lay out");

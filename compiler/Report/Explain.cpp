@@ -269,6 +269,21 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     if (int64_t chunks = static_cast<int64_t>(num(pipeline.value("chunks", json(1)))); chunks > 1)
       os << ", " << chunks << " chunks a stage";
     os << "\n";
+    // A cut made for memory: what the fastest would have needed, and what
+    // fitting costs.
+    const json cut = pipeline.value("cut", json::object());
+    if (str(cut.value("by", json(""))) == "memory") {
+      double fastest = num(cut.value("fastest_cut_slowest_forward_s", json(0)));
+      double slowest = num(cut.value("slowest_forward_s", json(0)));
+      os << "  cut to fit device memory ("
+         << bytesText(num(cut.value("memory_limit_bytes", json(0))))
+         << "): the fastest cut's fullest stage would need about "
+         << bytesText(num(cut.value("fastest_cut_fullest_bytes", json(0))));
+      if (fastest > 0)
+        os << llvm::formatv("; its slowest stage's forward takes {0:F1}% longer",
+                            100 * (slowest / fastest - 1));
+      os << "\n";
+    }
     for (const json &stage : pipeline.value("per_stage", json::array())) {
       const json ranks = stage.value("ranks", json::array({0, 0}));
       // Its blocks: all of a few, else the first two and the last.

@@ -380,6 +380,7 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
   nlohmann::json transfers = nlohmann::json::array();
   std::string schedule = "sequential";
   int64_t chunks = 1; // model chunks per stage (the interleaved schedule)
+  DictionaryAttr cutBy; // what --sbp-pipeline cut the stages by
   size_t microBatches = 1;
   bool fusedAttention = false;
   for (auto fn : module.getOps<func::FuncOp>()) {
@@ -392,6 +393,8 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
       schedule = order.str();
     if (auto held = fn->getAttrOfType<IntegerAttr>(kFuncChunks))
       chunks = std::max<int64_t>(1, held.getInt());
+    if (auto by = fn->getAttrOfType<DictionaryAttr>(kFuncCut))
+      cutBy = by;
     microBatches = std::max<size_t>(1, microBatchOps(fn).size());
     // A stage sends what it computes to the rank at the same coordinates
     // of each stage that reads it, over the pipeline axis's link.
@@ -703,6 +706,27 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                           {"micro_batches", microBatches},
                           {"per_stage", std::move(stageEntries)},
                           {"transfers", std::move(transfers)}};
+  if (stage.size() > 1 && cutBy) {
+    // The cut's own estimates, per stage its chunks' together.
+    auto real = [&](StringRef name) {
+      auto value = cutBy.getAs<FloatAttr>(name);
+      return value ? value.getValueAsDouble() : 0.0;
+    };
+    std::vector<double> estimated(stage.size(), 0.0);
+    if (auto bytes = cutBy.getAs<DenseF64ArrayAttr>("bytes"))
+      for (auto [c, b] : llvm::enumerate(bytes.asArrayRef()))
+        estimated[c % stage.size()] += b;
+    nlohmann::json cut = {{"by", cutBy.getAs<StringAttr>("by").str()},
+                          {"estimated_stage_bytes", estimated}};
+    if (cutBy.get("memory_limit_bytes"))
+      cut["memory_limit_bytes"] = real("memory_limit_bytes");
+    if (cutBy.get("time_cut_fullest_bytes")) {
+      cut["fastest_cut_fullest_bytes"] = real("time_cut_fullest_bytes");
+      cut["fastest_cut_slowest_forward_s"] = real("time_cut_slowest_seconds");
+      cut["slowest_forward_s"] = real("slowest_seconds");
+    }
+    report["pipeline"]["cut"] = std::move(cut);
+  }
   if (!zero.is_null())
     report["zero"] = zero;
   return report;

@@ -87,6 +87,11 @@ constexpr llvm::StringLiteral kFuncSchedule = "sbp.schedule";
 /// Set by --sbp-pipeline on the function under the interleaved schedule:
 /// the model chunks each stage holds (PipelineSchedule.h).
 constexpr llvm::StringLiteral kFuncChunks = "sbp.chunks";
+/// Set by --sbp-pipeline on the function: what its cut was made by
+/// (`by`: "time", "memory" where the fastest cut would not fit the device,
+/// or "hand"), each chunk's estimated memory per rank (`bytes`) and
+/// compute (`seconds`), and the fastest cut's fullest and slowest chunk.
+constexpr llvm::StringLiteral kFuncCut = "sbp.cut";
 /// The name of the pipeline axis.
 constexpr llvm::StringLiteral kPipelineAxis = sbprt::kPipelineAxis;
 /// The stage that computes `op` (sbp.stage); 0 without stages.

@@ -225,8 +225,9 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
       consider(axisByAxis->choice, "axis-by-axis");
     for (const auto &[name, choice] : options.starts)
       consider(choice, name);
-    if (memoryLimit > 0 &&
-        planMemory(problem, best.choice, {options.stages, options.inFlight}) > memoryLimit) {
+    PipelineShare pipeline = options.pipeline;
+    pipeline.memoryLimit = memoryLimit;
+    if (memoryLimit > 0 && planMemory(problem, best.choice, pipeline) > memoryLimit) {
       best.candidatesEvaluated = evaluated;
       return best;
     }
@@ -243,9 +244,11 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                   const AutoOptions &options) {
   problem.setMemoryPrice(0);
   double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
+  PipelineShare pipeline = options.pipeline;
+  pipeline.memoryLimit = limit;
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
-  double memory = planMemory(problem, best->choice, {options.stages, options.inFlight});
+  double memory = planMemory(problem, best->choice, pipeline);
   if (limit > 0 && memory > limit) {
     // Price bytes so that the plan's memory weighs as much as its time,
     // then raise the price until a plan fits, each solve starting from the
@@ -260,7 +263,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
       std::optional<Solution> priced = solveOnce(problem, options, &start, 0);
       start = priced->choice;
       evaluated += priced->candidatesEvaluated;
-      double needs = planMemory(problem, priced->choice, {options.stages, options.inFlight});
+      double needs = planMemory(problem, priced->choice, pipeline);
       if (needs <= limit)
         fitting = priced;
       // Three raises in a row that find nothing 1% leaner than the leanest
@@ -273,9 +276,9 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     if (!fitting) {
       error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
               " per rank" +
-              (options.stages > 1
-                   ? " (the first of " + std::to_string(options.stages) + " pipeline stages)"
-                   : std::string()) +
+              (pipeline.stages > 1 ? " (the fullest of " + std::to_string(pipeline.stages) +
+                                         " pipeline stages, cut to balance memory)"
+                                   : std::string()) +
               ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }

@@ -642,7 +642,10 @@ static bool isParameterGradient(Value value) {
 
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline) {
-  const double inFlight = pipeline.stages > 1 ? std::max(pipeline.inFlight, 1.0) : 1.0;
+  double inFlight = 1; // the most any stage holds
+  if (pipeline.stages > 1)
+    for (double held : pipeline.inFlight)
+      inFlight = std::max(inFlight, held);
   llvm::DenseMap<Value, double> zero = zeroGradientShares(problem, choice);
   auto zeroShare = [&](Value v) {
     auto it = zero.find(v);
@@ -788,11 +791,24 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   }
   if (pipeline.stages <= 1)
     return arguments + peak;
-  // The first stage: 1/N of the parameters, states and the rest, its share
-  // of micro-batch 0's stash once for each micro-batch it holds, and the
-  // backward's working set whole.
+  // The fullest stage of a cut by time: 1/N of the parameters, states and
+  // the rest, its share of micro-batch 0's stash once for each micro-batch
+  // it holds, and the backward's working set whole.
   double n = static_cast<double>(pipeline.stages);
-  return (arguments + peak - backwardAtPeak + (inFlight - 1) * stash) / n + backwardAtPeak;
+  double shared = arguments + peak - backwardAtPeak;
+  double byTime = (shared + (inFlight - 1) * stash) / n + backwardAtPeak;
+  if (pipeline.memoryLimit <= 0 || byTime <= pipeline.memoryLimit)
+    return byTime;
+  // Cut for memory: stage s takes the share x_s of the model at which
+  // x_s * (shared + (held_s - 1) * stash) is the same on every stage.
+  double inverse = 0;
+  for (int64_t s = 0; s < pipeline.stages; ++s) {
+    double held = s < static_cast<int64_t>(pipeline.inFlight.size())
+                      ? std::max(pipeline.inFlight[s], 1.0)
+                      : 1.0;
+    inverse += 1 / (shared + (held - 1) * stash);
+  }
+  return 1 / inverse + backwardAtPeak;
 }
 
 std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,

@@ -292,15 +292,22 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// the parameters stored split, each gathered copy live at its use only.
 ///
 /// On a pipeline (`pipeline.stages` N > 1), an estimate of the fullest
-/// stage's, the first, before the cut: 1/N of the parameters, states and
-/// other activations; 1/N of what micro-batch 0's forward leaves for its
-/// backward (its stash) once for each micro-batch the stage holds at once
-/// (`pipeline.inFlight`); and whole what the backward (recomputation too)
-/// has live at the peak but parameters' gradients, one block's working
-/// set, which every stage has.
+/// stage's before the cut. A stage that holds a share x of the model holds
+/// x of the parameters, states and other activations, x of what
+/// micro-batch 0's forward leaves for its backward (its stash) once for
+/// each micro-batch the stage holds at once (`pipeline.inFlight[s]`), and
+/// whole what the backward (recomputation too) has live at the peak but
+/// parameters' gradients, one block's working set, which every stage has.
+/// The cut balances time, x = 1/N, so the first stage, which holds the
+/// most micro-batches, is the fullest; where that exceeds
+/// `pipeline.memoryLimit` (> 0), --sbp-pipeline cuts for memory instead,
+/// every stage as full as the others (x inversely proportional to what a
+/// whole model would hold there), and that is the estimate.
 struct PipelineShare {
   int64_t stages = 1;
-  double inFlight = 1; // fractional under the interleaved schedule
+  /// Per stage; fractional under the interleaved schedule (empty: 1).
+  std::vector<double> inFlight;
+  double memoryLimit = 0;
 };
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline = {});
@@ -348,13 +355,12 @@ Solution solveDRec(SearchProblem &problem);
 struct AutoOptions {
   /// Reject plans over the cluster's device memory per rank.
   bool checkMemory = true;
-  /// Pipeline stages the plan will be cut into: the check is of the first
-  /// stage's memory as planMemory estimates it (PipelineShare).
-  int64_t stages = 1;
-  /// Micro-batches the fullest stage holds between their forward and
-  /// backward (planMemory's inFlight; sbp::firstStageInFlight): 1F1B's
-  /// first stage min(stages, micro-batches), GPipe's every micro-batch.
-  double inFlight = 1;
+  /// The pipeline the plan will be cut into: the check is of the fullest
+  /// stage's memory as planMemory estimates it (PipelineShare; its
+  /// inFlight, sbp::stageInFlight: under 1F1B stage s holds min(S - s, M)
+  /// micro-batches between their forward and backward, under GPipe M).
+  /// solveAuto sets its memoryLimit.
+  PipelineShare pipeline;
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};

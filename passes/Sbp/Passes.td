@@ -242,6 +242,20 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
       follow it op for op. Forward ops computed from inputs and constants
       alone (a micro-batch's slice of an input, a mask) go to the lowest
       stage that reads them.
+    - Unless `balance-memory=false`, where a stage of that cut would not
+      fit the cluster's device memory by the cut's own estimate, the
+      forward is cut instead into the fastest stages that each fit, or
+      where none do the leanest. A block's estimate: its parameters, their
+      optimizer states and gradient sums, and copies of them that several
+      micro-batches read (held the whole step); what its forward leaves for
+      the backward (the stash: activations, a parameter gathered for both)
+      once per micro-batch its stage holds at once under the schedule (1F1B:
+      S - s on stage s); and the backward's working set (the largest op's
+      results three times, the gradients of the block's input and output,
+      and a micro-batch's gradients of its parameters). A value the
+      backward reads counts on the stage whose forward reads it. Under
+      `interleaved` each chunk gets 1/V of the device. The function records
+      what the cut was made by and its estimates as `sbp.cut`.
     - Any other op (the backward, `graph.backward` or computed from it; sums
       over micro-batches; optimizer updates) goes where the forward values
       it reads all are (a value is where it is computed and where forward
@@ -305,6 +319,9 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
                "By hand: the blocks (graph.region) that begin stages 1, 2, ... in order">,
     Option<"cluster", "cluster", "std::string", /*default=*/"\"cpu\"",
            "Cluster preset name or JSON file for the cost model">,
+    Option<"balanceMemory", "balance-memory", "bool", /*default=*/"true",
+           "Where the fastest cut would not fit the cluster's device memory, "
+           "cut for the fastest that fits (false: by time alone)">,
   ];
 }
 

@@ -12,6 +12,10 @@
 //   cut and every later one follows it op for op. Forward ops computed
 //   from inputs and constants alone (a micro-batch's slice of an input, a
 //   mask) are not cut: they go to the lowest stage that reads them.
+//   Where a stage of that cut would not fit the device's memory (by the
+//   cut's estimate of each block, PartMemory), the cut is instead the
+//   fastest whose every stage fits, the first stages, which hold more
+//   micro-batches at once, taking fewer blocks.
 // - Any other op (the backward, sums over micro-batches, updates) goes
 //   where the forward values it reads all are, a value being where it is
 //   computed and where forward ops read it (a backward op reads the inputs
@@ -44,6 +48,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <array>
+#include <functional>
 #include <queue>
 #include <set>
 
@@ -61,9 +66,10 @@ namespace {
 class StagePlacer {
 public:
   StagePlacer(func::FuncOp fn, LayoutContext &context, int64_t stages, int64_t chunks,
-              StringRef schedule, ArrayRef<std::string> starts)
+              StringRef schedule, ArrayRef<std::string> starts, bool balanceMemory)
       : fn(fn), context(context), stages(stages), chunks(chunks), parts(stages * chunks),
-        schedule(schedule), starts(starts), sizes(fn) {}
+        schedule(schedule), starts(starts), sizes(fn),
+        memoryLimit(balanceMemory ? context.cluster.memoryBytes : 0) {}
   LogicalResult run();
 
 private:
@@ -78,9 +84,31 @@ private:
     return v;
   }
   double secondsOf(Operation *op);
+  /// Bytes per rank of `v` in its layout (0 without one).
+  double bytesOf(Value v) const {
+    std::optional<sbprt::NdSbp> layout = layoutOf(v);
+    return layout ? static_cast<double>(localBytes(context.mesh, *layout, v, sizes.of(v))) : 0;
+  }
+  /// What a part of the cut (ops of micro-batch 0's forward) makes its
+  /// stage hold, per rank.
+  struct PartMemory {
+    /// The whole step: the parameters its ops read, their optimizer
+    /// states and gradient sums, and copies of them in another layout
+    /// that more than one micro-batch reads.
+    double step = 0;
+    /// Once per micro-batch in flight: what its forward leaves for the
+    /// backward.
+    double stash = 0;
+    /// What its ops have live at once beside the stash: the backward of
+    /// the op with the largest results, the gradients it passes on and a
+    /// micro-batch's gradients of its parameters.
+    double working = 0;
+  };
+  PartMemory memoryOf(ArrayRef<Operation *> ops);
   /// Cuts `ops` (forward ops in program order) into the stages, at the
-  /// blocks `starts` names if it names any.
-  LogicalResult cut(ArrayRef<Operation *> ops);
+  /// blocks `starts` names if it names any. `record` keeps what the cut
+  /// was made by (kFuncCut).
+  LogicalResult cut(ArrayRef<Operation *> ops, bool record);
   /// Adds the stages of the placed ops that read `v` and that `counts`
   /// accepts, looking through boxings (their own stage follows their
   /// readers').
@@ -121,6 +149,12 @@ private:
   /// Each op's chunk (its stage without chunks).
   llvm::DenseMap<Operation *, int64_t> stage;
   size_t units_ = 0; // the most units a cut had
+  /// Device memory per rank the cut keeps each stage within (0: time
+  /// alone), and per chunk the micro-batches it holds at once.
+  double memoryLimit;
+  std::vector<double> inFlight;
+  /// What the cut was made by (kFuncCut), once made.
+  DictionaryAttr cutBy;
 };
 
 double StagePlacer::secondsOf(Operation *op) {
@@ -136,7 +170,123 @@ double StagePlacer::secondsOf(Operation *op) {
   return computeSecondsOf(op, sig, context.mesh, context.cluster, sizes);
 }
 
-LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
+StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops) {
+  PartMemory memory;
+  llvm::DenseSet<Value> counted;
+  auto isInput = [&](BlockArgument arg) {
+    return !!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
+  };
+  // A value read by the ops of more than one micro-batch lives through
+  // them all.
+  auto readAcrossMicroBatches = [](Value v) {
+    std::optional<int64_t> first;
+    for (Operation *user : v.getUsers()) {
+      auto mark = user->getAttrOfType<IntegerAttr>(kMicroBatch);
+      int64_t mb = mark ? mark.getInt() : -1;
+      if (first && *first != mb)
+        return true;
+      first = mb;
+    }
+    return false;
+  };
+  // Whether the backward reads `v`, as it is or through boxings.
+  std::function<bool(Value)> readByBackward = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto boxing = dyn_cast<BoxingOp>(user))
+        return readByBackward(boxing.getResult());
+      return backward.contains(user);
+    });
+  };
+  // A value the backward reads stays on the stages whose forward reads
+  // it (a stage's input, received), or where it is made if none other does.
+  llvm::DenseSet<Operation *> here(ops.begin(), ops.end());
+  std::function<bool(Value)> readElsewhere = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto boxing = dyn_cast<BoxingOp>(user))
+        return readElsewhere(boxing.getResult());
+      return !here.contains(user) && !backward.contains(user) && !isa<func::ReturnOp>(user) &&
+             !user->hasAttr(graph::GraphDialect::kAccumulateAttr);
+    });
+  };
+  auto stashed = [&](Value v) {
+    if (counted.insert(v).second)
+      memory.stash += bytesOf(v) * sizes.storedShare(v);
+  };
+  double largest = 0, input = 0, gradients = 0;
+  llvm::DenseSet<Value> readParams;
+  for (Operation *op : ops) {
+    double made = 0;
+    for (Value result : op->getResults()) {
+      made += bytesOf(result) * sizes.storedShare(result);
+      if (readByBackward(result) && !readElsewhere(result))
+        stashed(result);
+    }
+    largest = std::max(largest, made);
+    for (Value operand : op->getOperands()) {
+      Value v = operand;
+      // A copy in another layout: through the step where micro-batches
+      // share it, else until the backward where that reads it too (a
+      // parameter gathered for the forward is kept for the backward).
+      while (auto boxing = v.getDefiningOp<BoxingOp>()) {
+        Value copy = boxing.getResult();
+        if (readAcrossMicroBatches(copy)) {
+          if (counted.insert(copy).second)
+            memory.step += bytesOf(copy);
+        } else if (readByBackward(copy)) {
+          stashed(copy);
+        }
+        v = boxing.getInput();
+      }
+      // Made by another part (or from the inputs alone), read here and
+      // by the backward as it is.
+      Operation *def = v.getDefiningOp();
+      if (def && !here.contains(def) &&
+          llvm::any_of(v.getUsers(), [&](Operation *user) { return backward.contains(user); }))
+        stashed(v);
+      if (def && !here.contains(def))
+        input = std::max(input, bytesOf(operand));
+      auto arg = dyn_cast<BlockArgument>(v);
+      if (!arg || isInput(arg))
+        continue;
+      if (readParams.insert(operand).second)
+        gradients += bytesOf(operand);
+      if (!counted.insert(arg).second)
+        continue;
+      memory.step += bytesOf(arg);
+      // Its update's states and gradient sum (reading it as it is or
+      // through boxings).
+      SmallVector<Value> reads = {arg};
+      while (!reads.empty()) {
+        Value read = reads.pop_back_val();
+        for (Operation *user : read.getUsers()) {
+          if (auto boxing = dyn_cast<BoxingOp>(user)) {
+            reads.push_back(boxing.getResult());
+            continue;
+          }
+          // (Updates that read it otherwise, as a step count, are others'.)
+          std::optional<SmallVector<unsigned>> states = updateStateOperands(user);
+          if (!states || user->getOperand(0) != read)
+            continue;
+          for (unsigned k : *states)
+            if (counted.insert(user->getOperand(k)).second)
+              memory.step += bytesOf(user->getOperand(k));
+          if (counted.insert(user->getOperand(1)).second)
+            memory.step += bytesOf(user->getOperand(1));
+        }
+      }
+    }
+  }
+  // Beside the stash, the backward of the op with the largest results
+  // holds them (kept or recomputed), their gradient and its operands' (of
+  // their size, as a softmax's), the gradients of the part's output and
+  // input (each of its largest input's size, the residual stream's), and
+  // a micro-batch's gradients of its parameters (as read) until they join
+  // their sums; the forward's other values come and go.
+  memory.working = 3 * largest + 2 * input + gradients;
+  return memory;
+}
+
+LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
   // Units that are never cut: runs of ops of one block (graph.region).
   std::vector<std::pair<size_t, size_t>> units; // [begin, end) in ops
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -149,6 +299,7 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
       units.push_back({i, i + 1});
   }
   std::vector<double> seconds;
+  std::vector<PartMemory> memory;
   double total = 0;
   for (auto [begin, end] : units) {
     double s = 0;
@@ -156,45 +307,133 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
       s += secondsOf(ops[i]);
     seconds.push_back(s);
     total += s;
+    memory.push_back(memoryOf(ops.slice(begin, end - begin)));
   }
+  // A group of units' memory on chunk g, and the most a chunk may hold
+  // (a stage's share when it holds several).
+  auto memoryOfGroup = [&](const PartMemory &sum, double working, int64_t g) {
+    double held = g < static_cast<int64_t>(inFlight.size()) ? inFlight[g] : 1.0;
+    return sum.step + held * sum.stash + working;
+  };
+  const double chunkLimit = memoryLimit / static_cast<double>(chunks);
   // The contiguous split of the units into the stages, none empty, whose
   // slowest stage is fastest: the least bound at which filling each stage
   // up to it (and leaving a unit for every stage after) places them all,
   // by bisection. Units of no time (reshapes) go with the work before.
-  auto place = [&](double bound, bool record) {
+  // Where the memory is bounded too (`memoryScale` times a chunk's limit;
+  // 0: not), a stage also takes no more units than it can hold. Filling
+  // each stage as far as both bounds allow places the units whenever any
+  // split does, both bounds growing with every unit a stage takes.
+  std::vector<double> groupSeconds, groupBytes;
+  auto place = [&](double bound, double memoryScale, bool keep) {
     int64_t group = 0;
-    double load = 0;
+    double load = 0, working = 0;
+    PartMemory sum;
     size_t inGroup = 0;
+    groupSeconds.assign(parts, 0);
+    groupBytes.assign(parts, 0);
     for (size_t u = 0; u < units.size(); ++u) {
       size_t left = units.size() - u; // this unit and those after it
       bool full = load + seconds[u] > bound && seconds[u] > 0;
+      PartMemory with = {sum.step + memory[u].step, sum.stash + memory[u].stash, 0};
+      double withWorking = std::max(working, memory[u].working);
+      bool over =
+          memoryScale > 0 && memoryOfGroup(with, withWorking, group) > memoryScale * chunkLimit;
       if (inGroup > 0 && group < parts - 1 &&
-          (full || left <= static_cast<size_t>(parts - 1 - group))) {
+          (full || over || left <= static_cast<size_t>(parts - 1 - group))) {
         ++group;
         load = 0;
+        working = 0;
+        sum = {};
         inGroup = 0;
       }
       load += seconds[u];
+      sum.step += memory[u].step;
+      sum.stash += memory[u].stash;
+      working = std::max(working, memory[u].working);
       ++inGroup;
-      if (load > bound && !record)
+      groupSeconds[group] = load;
+      groupBytes[group] = memoryOfGroup(sum, working, group);
+      if (!keep &&
+          (load > bound || (memoryScale > 0 && groupBytes[group] > memoryScale * chunkLimit)))
         return false;
-      if (record)
+      if (keep)
         for (size_t i = units[u].first; i < units[u].second; ++i)
           stage[ops[i]] = group;
     }
     return true;
   };
-  double low = 0, high = total;
-  for (double t : seconds)
-    low = std::max(low, t);
-  high = std::max(high, low);
-  for (int i = 0; i < 60 && high - low > 1e-12 * std::max(1.0, high); ++i) {
-    double mid = (low + high) / 2;
-    (place(mid, false) ? high : low) = mid;
-  }
+  auto fastest = [&](double memoryScale) {
+    double low = 0, high = total;
+    for (double t : seconds)
+      low = std::max(low, t);
+    high = std::max(high, low);
+    for (int i = 0; i < 60 && high - low > 1e-12 * std::max(1.0, high); ++i) {
+      double mid = (low + high) / 2;
+      (place(mid, memoryScale, false) ? high : low) = mid;
+    }
+    return high;
+  };
   units_ = std::max(units_, units.size());
+  // The fullest stage's memory (its chunks' together).
+  auto fullest = [&] {
+    std::vector<double> onStage(stages, 0.0);
+    for (int64_t g = 0; g < parts; ++g)
+      onStage[g % stages] += groupBytes[g];
+    return *std::max_element(onStage.begin(), onStage.end());
+  };
+  auto slowest = [&] { return *std::max_element(groupSeconds.begin(), groupSeconds.end()); };
+  Builder b(fn.getContext());
+  // The chunks' estimates as cut, and (cut by time or memory) those of
+  // the fastest cut.
+  auto note = [&](StringRef by, std::optional<std::pair<double, double>> timeCut) {
+    if (!record)
+      return;
+    SmallVector<NamedAttribute> entries = {
+        b.getNamedAttr("by", b.getStringAttr(by)),
+        b.getNamedAttr("bytes", b.getDenseF64ArrayAttr(groupBytes)),
+        b.getNamedAttr("seconds", b.getDenseF64ArrayAttr(groupSeconds)),
+        b.getNamedAttr("slowest_seconds", b.getF64FloatAttr(slowest()))};
+    if (timeCut) {
+      entries.push_back(
+          b.getNamedAttr("time_cut_fullest_bytes", b.getF64FloatAttr(timeCut->first)));
+      entries.push_back(
+          b.getNamedAttr("time_cut_slowest_seconds", b.getF64FloatAttr(timeCut->second)));
+    }
+    if (memoryLimit > 0)
+      entries.push_back(b.getNamedAttr("memory_limit_bytes", b.getF64FloatAttr(memoryLimit)));
+    cutBy = b.getDictionaryAttr(entries);
+  };
   if (starts.empty()) {
-    place(high, true);
+    // By time alone, unless a stage of that cut would not fit: then the
+    // fastest cut that fits, or where none does the leanest.
+    double bound = fastest(0);
+    place(bound, 0, true);
+    double timeCutBytes = fullest(), timeCutSeconds = slowest();
+    if (memoryLimit <= 0 || timeCutBytes <= memoryLimit) {
+      note("time", std::pair(timeCutBytes, timeCutSeconds));
+      return success();
+    }
+    double scale = 1;
+    if (!place(std::numeric_limits<double>::infinity(), 1, false)) {
+      double low = 1, high = 2;
+      for (int i = 0; i < 60 && !place(std::numeric_limits<double>::infinity(), high, false); ++i)
+        low = high, high *= 2;
+      for (int i = 0; i < 40 && high - low > 1e-6 * high; ++i) {
+        double mid = (low + high) / 2;
+        (place(std::numeric_limits<double>::infinity(), mid, false) ? high : low) = mid;
+      }
+      scale = high;
+    }
+    place(fastest(scale), scale, true);
+    // (Bisection's bounds are a hair apart: the time cut stays where the
+    // balanced one is no leaner.)
+    if (fullest() >= timeCutBytes) {
+      place(bound, 0, true);
+      note("time", std::pair(timeCutBytes, timeCutSeconds));
+      return success();
+    }
+    note("memory", std::pair(timeCutBytes, timeCutSeconds));
     return success();
   }
   // By hand: stage g + 1 begins with the block named starts[g].
@@ -211,6 +450,23 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops) {
     }
     for (size_t i = units[u].first; i < units[u].second; ++i)
       stage[ops[i]] = static_cast<int64_t>(next);
+  }
+  if (record && next == starts.size()) {
+    // What the hand's cut takes, for the report.
+    groupSeconds.assign(parts, 0);
+    groupBytes.assign(parts, 0);
+    std::vector<PartMemory> sums(parts);
+    std::vector<double> working(parts, 0);
+    for (size_t u = 0; u < units.size(); ++u) {
+      int64_t g = stage.lookup(ops[units[u].first]);
+      groupSeconds[g] += seconds[u];
+      sums[g].step += memory[u].step;
+      sums[g].stash += memory[u].stash;
+      working[g] = std::max(working[g], memory[u].working);
+    }
+    for (int64_t g = 0; g < parts; ++g)
+      groupBytes[g] = memoryOfGroup(sums[g], working[g], g);
+    note("hand", std::nullopt);
   }
   if (next < starts.size()) {
     std::string blocks;
@@ -514,12 +770,16 @@ LogicalResult StagePlacer::run() {
                                                 std::max<int64_t>(1, batches.size()));
       !error.empty())
     return fn.emitOpError() << "cannot be put on " << stages << " pipeline stages: " << error;
+  // What each chunk holds at once, for the cut's memory.
+  inFlight = batches.empty() ? std::vector<double>(parts, 1.0)
+                             : chunkInFlight(schedule.str(), stages, chunks,
+                                             static_cast<int64_t>(batches.size()));
   if (batches.empty()) {
     std::vector<Operation *> forward;
     for (Operation &op : body.without_terminator())
       if (isCut(&op))
         forward.push_back(&op);
-    if (failed(cut(forward)))
+    if (failed(cut(forward, /*record=*/true)))
       return failure();
   } else {
     std::vector<std::vector<Operation *>> forward(batches.size());
@@ -527,11 +787,11 @@ LogicalResult StagePlacer::run() {
       for (Operation *op : ops)
         if (isCut(op))
           forward[i].push_back(op);
-    if (failed(cut(forward[0])))
+    if (failed(cut(forward[0], /*record=*/true)))
       return failure();
     for (size_t i = 1; i < forward.size(); ++i) {
       if (forward[i].size() != forward[0].size()) {
-        if (failed(cut(forward[i])))
+        if (failed(cut(forward[i], /*record=*/false)))
           return failure();
         continue;
       }
@@ -664,6 +924,8 @@ LogicalResult StagePlacer::run() {
   fn->setAttr(kFuncStages, IntegerAttr::get(i64, stages));
   if (chunks > 1)
     fn->setAttr(kFuncChunks, IntegerAttr::get(i64, chunks));
+  if (cutBy)
+    fn->setAttr(kFuncCut, cutBy);
   bool pipelined = !batches.empty() && schedule != "sequential";
   if (pipelined && failed(schedulePipeline(static_cast<int64_t>(batches.size()))))
     return failure();
@@ -710,7 +972,8 @@ public:
                                    return fn.emitOpError()
                                           << "has no layouts; run --sbp-propagate (or "
                                              "--sbp-search) and --sbp-insert-boxing first";
-                                 return StagePlacer(fn, context, stages, chunks, schedule, starts)
+                                 return StagePlacer(fn, context, stages, chunks, schedule, starts,
+                                                    balanceMemory)
                                      .run();
                                })))
       return signalPassFailure();

@@ -120,7 +120,7 @@ private:
     if (stages < 1)
       return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages.getValue();
     options.checkMemory = memoryCheck;
-    options.stages = stages;
+    options.pipeline.stages = stages;
     if (!isPipelineSchedule(schedule))
       return fn.emitError() << "sbp-search: schedule must be " << kPipelineSchedules << ", got '"
                             << schedule.getValue() << "'";
@@ -131,8 +131,13 @@ private:
       if (std::string error = pipelineScheduleError(schedule, stages, chunks, microBatches);
           !error.empty())
         return fn.emitError() << "sbp-search: " << error;
-      options.inFlight = firstStageInFlight(schedule, stages, chunks, microBatches);
+      options.pipeline.inFlight = stageInFlight(schedule, stages, chunks, microBatches);
     }
+    // What planMemory says of a plan here: the fullest stage of the cut
+    // --sbp-pipeline will make (by memory where the fastest would not fit).
+    search::PipelineShare pipeline = options.pipeline;
+    if (memoryCheck)
+      pipeline.memoryLimit = problem->cluster().memoryBytes;
     options.starts = takeStarts(*problem);
     // ZeRO works on the axes the plan splits the batch on. Guesses: those
     // of each start, the cheapest without ZeRO first (and of the fixed
@@ -179,8 +184,7 @@ private:
         // axes the plan splits the batch on, not those it was solved for.
         problem->setZero(static_cast<int>(zero), axes);
         solution->seconds = search::evaluate(*problem, solution->choice);
-        double bytes =
-            search::planMemory(*problem, solution->choice, {options.stages, options.inFlight});
+        double bytes = search::planMemory(*problem, solution->choice, pipeline);
         double limit = problem->cluster().memoryBytes;
         if (algorithm == "auto" && memoryCheck && bytes > limit) {
           if (nextGuess < guesses.size()) {
@@ -229,8 +233,7 @@ private:
              b.getNamedAttr("search_seconds", b.getF64FloatAttr(seconds)),
              b.getNamedAttr("tied_copies", b.getI64IntegerAttr(problem->tiedCopies())),
              b.getNamedAttr("memory_bytes_per_rank", b.getF64FloatAttr(search::planMemory(
-                                                         *problem, solution->choice,
-                                                         {options.stages, options.inFlight})))}));
+                                                         *problem, solution->choice, pipeline)))}));
     return success();
   }
 };

@@ -16,14 +16,19 @@ A case may add compile options: STRATEGY@MESH:zero=2:micro-batches=4:
 recompute=full trains with `--zero 2 --micro-batches 4 --recompute full`,
 still against the plain single-device reference; :precision=bf16 compiles
 the step in bf16 (give a --rtol and --norm-rtol to match, and the case must
-show bf16's rounding: an error under 1e-4 fails).
+show bf16's rounding: an error under 1e-4 fails). An option's value may be
+a path (:cluster=/path/small.json); the case's directories are named
+without its slashes.
+
+--size KEY=N changes the model's size (--size layers=8 hidden=16 seq=32).
 
 With --bundle DIR, steps 2 and 3 of every passing case are also compiled
 with --bundle-target (cuda) and exported into DIR with the CPU ranks'
 shards as their expected result (test/gpu/export.py).
 
 usage: train_suite.py --workdir W --model mlp|gpt [--optimizer adamw|sgd]
-           [--lr X] [--momentum M] [--steps N] --cases STRATEGY@MESH[:OPTION=V...] ...
+           [--lr X] [--momentum M] [--steps N] [--size KEY=N ...]
+           --cases STRATEGY@MESH[:OPTION=V...] ...
 """
 import argparse
 import json
@@ -41,6 +46,11 @@ from export import DEVICE_FLAGS, export_case  # noqa: E402
 
 GPT = dict(layers=2, hidden=32, heads=4, seq=8, batch=4, vocab=64)
 MLP = dict(layers=2, hidden=32, inputs=16, outputs=8, batch=8)
+
+
+def case_name(case):
+    """A directory name for the case (its options' paths without slashes)."""
+    return case.replace(":", "_").replace("/", "_")
 
 
 def compile_step(args, path, mesh, strategy, extra, target, out):
@@ -64,7 +74,7 @@ def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
              "--output-dir", state)
         runs.append((f"step{steps + 1}", ["--params", os.path.join(state, "params.safetensors"),
                                           *flags]))
-    export_case(args.bundle, f"train-{args.model}-{case.replace(':', '_')}", cpu_program, device,
+    export_case(args.bundle, f"train-{args.model}-{case_name(case)}", cpu_program, device,
                 runs, args.rtol, args.norm_rtol, bf16="precision=bf16" in case)
 
 
@@ -85,6 +95,8 @@ def main():
                     help="what the ranks run on (cuda: the GPUs of this machine, shared if fewer)")
     ap.add_argument("--cases", nargs="+", required=True)
     ap.add_argument("--batch", type=int, help="the model's batch (default: 4 GPT, 8 MLP)")
+    ap.add_argument("--size", nargs="+", default=[], metavar="KEY=N",
+                    help="the model's other sizes (GPT: layers, hidden, heads, seq, vocab)")
     ap.add_argument("--falling", action="store_true",
                     help="each case must need a smaller arena per rank than the one before, "
                          "and no more model state (report.json)")
@@ -106,6 +118,11 @@ def main():
     spec = dict(GPT if args.model == "gpt" else MLP)
     if args.batch:
         spec["batch"] = args.batch
+    for size in args.size:
+        key, _, value = size.partition("=")
+        if key not in spec or not value.isdigit():
+            sys.exit(f"train-suite: --size {size}: give KEY=N, KEY one of {', '.join(spec)}")
+        spec[key] = int(value)
     inputs, flags = generate(args.model, spec, work, args.seed, rng)
     train = ["--params", path("p.safetensors"), *flags, "--steps", str(args.steps)]
     options = f"optimizer={args.optimizer} lr={args.lr} momentum={args.momentum} eps={args.eps}"
@@ -127,7 +144,7 @@ def main():
         strategy, rest = case.split("@")
         mesh, *extras = rest.split(":")
         extra = [f"--{e.replace('=', ' ', 1)}".split(" ") for e in extras]
-        out, res = path(case.replace(":", "_") + "-out"), path(case.replace(":", "_") + "-res")
+        out, res = path(case_name(case) + "-out"), path(case_name(case) + "-res")
         try:
             compile_step(args, path, mesh, strategy, sum(extra, []), args.target, out)
             sbpc("run", out, *train, "--output-dir", res)

@@ -63,6 +63,7 @@ PIPELINE = {"axis": str, "stages": int, "micro_batches": int, "schedule": str, "
             "per_stage": [{"stage": int, "ranks": [int], "compute_time_s": float,
                            "comm_time_s": float, "comm_bytes_per_rank": float,
                            "peak_memory_bytes": float, "blocks": [str]}],
+            "cut": {"by": str, "estimated_stage_bytes": [float]},
             "transfers": [{"value": str, "shape": [int], "sbp": LAYOUT, "from_stage": int,
                            "to_stage": int, "bytes_per_rank": float, "est_time_s": float,
                            "location": str, "reason": str}]}

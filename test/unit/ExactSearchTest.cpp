@@ -507,4 +507,54 @@ TEST_F(ExactSearchTest, MicroBatchCopiesThatReadOtherwiseStayFree) {
   EXPECT_EQ(problem->nodes()[problem->nodeOf(ops[2])].weight, 1.0);
 }
 
+TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
+  // Micro-batch 0's forward leaves %h0 and %y0 for its backward (%g0).
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
+    func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
+                 %w: tensor<64x64xf32> {graph.param = "w"}) -> tensor<64x64xf32> {
+      %h0 = graph.matmul %x, %w {sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %y0 = graph.relu %h0 {sbp.micro_batch = 0 : i64} : tensor<64x64xf32>
+      %g0 = graph.mul %y0, %h0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      return %g0 : tensor<64x64xf32>
+    }
+  )",
+                                                             &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  std::string error;
+  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
+  sbprt::Mesh mesh{{"x"}, {1}};
+  sbp::BoxingPlans plans(mesh, cluster);
+  FailureOr<search::SearchProblem> problem = search::SearchProblem::build(fn, mesh, cluster, plans);
+  ASSERT_TRUE(succeeded(problem));
+  std::vector<size_t> plan(problem->nodes().size(), 0);
+  auto memory = [&](int64_t stages, std::vector<double> inFlight, double limit) {
+    return search::planMemory(*problem, plan, {stages, std::move(inFlight), limit});
+  };
+  // What each stage of an even cut holds: shared / N + working, and the
+  // stash once more for each further micro-batch in flight.
+  double two = memory(2, {1, 1}, 0), four = memory(4, {1, 1, 1, 1}, 0);
+  double shared = 4 * (two - four), working = two - shared / 2;
+  double stash = 4 * (memory(4, {2, 2, 2, 2}, 0) - four);
+  ASSERT_GT(stash, 0);
+  ASSERT_GT(shared, 0);
+  // 1F1B on 4 stages: cut by time, the first stage (4 in flight) is the
+  // fullest, where it fits.
+  std::vector<double> oneF1B = {4, 3, 2, 1};
+  double byTime = memory(4, oneF1B, 0);
+  EXPECT_NEAR(byTime, (shared + 3 * stash) / 4 + working, 1e-9 * byTime);
+  EXPECT_DOUBLE_EQ(memory(4, oneF1B, 2 * byTime), byTime);
+  // Where it does not, the cut balances memory: shares inversely
+  // proportional to what a whole model would hold on each stage.
+  double inverse = 0;
+  for (double held : oneF1B)
+    inverse += 1 / (shared + (held - 1) * stash);
+  double balanced = memory(4, oneF1B, byTime / 2);
+  EXPECT_NEAR(balanced, 1 / inverse + working, 1e-9 * balanced);
+  EXPECT_LT(balanced, byTime);
+  EXPECT_GT(balanced, four);
+  // Equal stages in flight: nothing to balance.
+  EXPECT_NEAR(memory(4, {2, 2, 2, 2}, 1), memory(4, {2, 2, 2, 2}, 0), 1e-9 * four);
+}
+
 } // namespace

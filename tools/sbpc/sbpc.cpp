@@ -161,7 +161,8 @@ static cl::opt<std::string>
 static cl::opt<bool>
     compileIgnoreMemory("ignore-memory",
                         cl::desc("auto: keep the fastest plan even if it does not fit the "
-                                 "cluster's device memory"),
+                                 "cluster's device memory; on a pipeline, cut the stages by "
+                                 "time alone"),
                         cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::list<std::string>
     compileLayouts("layout", cl::desc("Seed a parameter or input: NAME=[S(0), B] (repeatable)"),
