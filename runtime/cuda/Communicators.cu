@@ -38,6 +38,19 @@ private:
 
 using comm::outerOf;
 
+/// Waits for the work queued on `stream`, moving MPI's messages along
+/// meanwhile: a background send (a pipeline stage's value to the next)
+/// leaves while this rank's GPU computes, not only when its host next
+/// reaches MPI.
+void waitMovingMessages(cudaStream_t stream, comm::Communicator &mpi, const char *what) {
+  for (;;) {
+    cudaError_t state = cudaStreamQuery(stream);
+    if (state != cudaErrorNotReady)
+      return check(state, what);
+    mpi.progress();
+  }
+}
+
 /// Moves the p parts of dimension `dim` of `in` (row-major, `outer` rows of
 /// p parts of `partBytes`) into p consecutive blocks of `dst`; or back, the
 /// other way round, when `unpack`; on the rank's stream.
@@ -207,7 +220,7 @@ public:
   void send(int64_t peer, const void *data, size_t bytes, int tag) override {
     staging_.resize(bytes);
     check(cudaMemcpyAsync(staging_.data(), data, bytes, cudaMemcpyDeviceToHost, stream_), "send");
-    check(cudaStreamSynchronize(stream_), "send");
+    waitMovingMessages(stream_, *mpi_, "send");
     mpi_->send(peer, staging_.data(), bytes, tag);
     bytesSent_ += bytes;
   }
@@ -316,7 +329,7 @@ private:
     host.resize(bytes);
     check(cudaMemcpyAsync(host.data(), device, bytes, cudaMemcpyDeviceToHost, stream_),
           "copying to the host for MPI");
-    check(cudaStreamSynchronize(stream_), "copying to the host for MPI");
+    waitMovingMessages(stream_, *mpi_, "copying to the host for MPI");
     return host.data();
   }
   void toDevice(void *device, const void *host, size_t bytes) {

@@ -560,6 +560,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return status(); }
+// Work runs as it is queued: a stream has none left.
+cudaError_t cudaStreamQuery(cudaStream_t) { return status(); }
 
 struct CUevent_st {
   bool recorded = false;
@@ -707,6 +709,8 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "invalid device ordinal";
   case cudaErrorInvalidResourceHandle:
     return "invalid resource handle";
+  case cudaErrorNotReady:
+    return "device not ready";
   case cudaErrorIllegalAddress:
     return "an illegal memory access was encountered";
   case cudaErrorLaunchFailure:
