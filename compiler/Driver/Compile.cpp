@@ -411,6 +411,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.stages = stages;
     search.schedule = command.pipelineSchedule;
     search.chunks = command.pipelineChunks;
+    search.cutForMemory = command.pipelineStarts.empty();
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;

@@ -271,7 +271,9 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     os << "\n";
     // A cut made for memory: what the fastest would have needed, and what
     // fitting costs.
-    const json cut = pipeline.value("cut", json::object());
+    json cut = pipeline.value("cut", json::object());
+    if (!cut.is_object())
+      cut = json::object();
     if (str(cut.value("by", json(""))) == "memory") {
       double fastest = num(cut.value("fastest_cut_slowest_forward_s", json(0)));
       double slowest = num(cut.value("slowest_forward_s", json(0)));
@@ -279,7 +281,7 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
          << bytesText(num(cut.value("memory_limit_bytes", json(0))))
          << "): the fastest cut's fullest stage would need about "
          << bytesText(num(cut.value("fastest_cut_fullest_bytes", json(0))));
-      if (fastest > 0)
+      if (fastest > 0 && slowest > 0)
         os << llvm::formatv("; its slowest stage's forward takes {0:F1}% longer",
                             100 * (slowest / fastest - 1));
       os << "\n";

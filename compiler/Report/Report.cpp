@@ -707,16 +707,16 @@ nlohmann::json sbpc::buildReport(ModuleOp module, const ReportInputs &inputs) {
                           {"per_stage", std::move(stageEntries)},
                           {"transfers", std::move(transfers)}};
   if (stage.size() > 1 && cutBy) {
-    // The cut's own estimates, per stage its chunks' together.
+    // The cut's own estimates.
     auto real = [&](StringRef name) {
       auto value = cutBy.getAs<FloatAttr>(name);
       return value ? value.getValueAsDouble() : 0.0;
     };
-    std::vector<double> estimated(stage.size(), 0.0);
+    std::vector<double> estimated;
     if (auto bytes = cutBy.getAs<DenseF64ArrayAttr>("bytes"))
-      for (auto [c, b] : llvm::enumerate(bytes.asArrayRef()))
-        estimated[c % stage.size()] += b;
-    nlohmann::json cut = {{"by", cutBy.getAs<StringAttr>("by").str()},
+      estimated.assign(bytes.asArrayRef().begin(), bytes.asArrayRef().end());
+    auto by = cutBy.getAs<StringAttr>("by");
+    nlohmann::json cut = {{"by", by ? by.str() : std::string("?")},
                           {"estimated_stage_bytes", estimated}};
     if (cutBy.get("memory_limit_bytes"))
       cut["memory_limit_bytes"] = real("memory_limit_bytes");

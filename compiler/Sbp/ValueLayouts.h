@@ -89,8 +89,9 @@ constexpr llvm::StringLiteral kFuncSchedule = "sbp.schedule";
 constexpr llvm::StringLiteral kFuncChunks = "sbp.chunks";
 /// Set by --sbp-pipeline on the function: what its cut was made by
 /// (`by`: "time", "memory" where the fastest cut would not fit the device,
-/// or "hand"), each chunk's estimated memory per rank (`bytes`) and
-/// compute (`seconds`), and the fastest cut's fullest and slowest chunk.
+/// or "hand"), each stage's estimated memory per rank (`bytes`), each
+/// chunk's compute (`seconds`), and the fastest cut's fullest stage and
+/// slowest chunk.
 constexpr llvm::StringLiteral kFuncCut = "sbp.cut";
 /// The name of the pipeline axis.
 constexpr llvm::StringLiteral kPipelineAxis = sbprt::kPipelineAxis;

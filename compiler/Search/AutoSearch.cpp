@@ -226,7 +226,7 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
     for (const auto &[name, choice] : options.starts)
       consider(choice, name);
     PipelineShare pipeline = options.pipeline;
-    pipeline.memoryLimit = memoryLimit;
+    pipeline.memoryLimit = options.cutForMemory ? memoryLimit : 0;
     if (memoryLimit > 0 && planMemory(problem, best.choice, pipeline) > memoryLimit) {
       best.candidatesEvaluated = evaluated;
       return best;
@@ -245,7 +245,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
   problem.setMemoryPrice(0);
   double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
   PipelineShare pipeline = options.pipeline;
-  pipeline.memoryLimit = limit;
+  pipeline.memoryLimit = options.cutForMemory ? limit : 0;
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
   double memory = planMemory(problem, best->choice, pipeline);
@@ -276,9 +276,11 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     if (!fitting) {
       error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
               " per rank" +
-              (pipeline.stages > 1 ? " (the fullest of " + std::to_string(pipeline.stages) +
-                                         " pipeline stages, cut to balance memory)"
-                                   : std::string()) +
+              (pipeline.stages <= 1 ? std::string()
+               : options.cutForMemory
+                   ? " (the fullest of " + std::to_string(pipeline.stages) +
+                         " pipeline stages, cut to balance memory)"
+                   : " (the first of " + std::to_string(pipeline.stages) + " pipeline stages)") +
               ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }

@@ -359,8 +359,11 @@ struct AutoOptions {
   /// stage's memory as planMemory estimates it (PipelineShare; its
   /// inFlight, sbp::stageInFlight: under 1F1B stage s holds min(S - s, M)
   /// micro-batches between their forward and backward, under GPipe M).
-  /// solveAuto sets its memoryLimit.
+  /// solveAuto sets its memoryLimit where `cutForMemory`.
   PipelineShare pipeline;
+  /// Whether the stages will be cut for memory where a cut by time would
+  /// not fit (--sbp-pipeline, one chunk a stage, not by hand).
+  bool cutForMemory = true;
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};

@@ -114,6 +114,10 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "sequential): how many micro-batches' activations the first stage holds at once">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "under schedule=interleaved, the model chunks each stage will hold (at least 2)">,
+    Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
+           "On a pipeline of one chunk a stage: the stages will be cut for memory where a "
+           "cut by time would not fit (--sbp-pipeline's balance-memory), so check stages "
+           "balanced for memory there (false: a cut by hand, whose first stage is checked)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
@@ -253,9 +257,12 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
       S - s on stage s); and the backward's working set (the largest op's
       results three times, the gradients of the block's input and output,
       and a micro-batch's gradients of its parameters). A value the
-      backward reads counts on the stage whose forward reads it. Under
-      `interleaved` each chunk gets 1/V of the device. The function records
-      what the cut was made by and its estimates as `sbp.cut`.
+      backward reads counts on the stage whose forward reads it, a
+      parameter's states and gradient sum on the first that reads it.
+      Stages fill from the last, which holds the fewest micro-batches.
+      Under `interleaved` each chunk must fit in 1/V of the device (a
+      stronger rule than its stage fitting). The function records what the
+      cut was made by and its estimates as `sbp.cut`.
     - Any other op (the backward, `graph.backward` or computed from it; sums
       over micro-batches; optimizer updates) goes where the forward values
       it reads all are (a value is where it is computed and where forward

@@ -104,7 +104,9 @@ private:
     /// micro-batch's gradients of its parameters.
     double working = 0;
   };
-  PartMemory memoryOf(ArrayRef<Operation *> ops);
+  /// `updatesCounted`: the parameters whose update (states, gradient sum)
+  /// an earlier part counts.
+  PartMemory memoryOf(ArrayRef<Operation *> ops, llvm::DenseSet<Value> &updatesCounted);
   /// Cuts `ops` (forward ops in program order) into the stages, at the
   /// blocks `starts` names if it names any. `record` keeps what the cut
   /// was made by (kFuncCut).
@@ -170,7 +172,8 @@ double StagePlacer::secondsOf(Operation *op) {
   return computeSecondsOf(op, sig, context.mesh, context.cluster, sizes);
 }
 
-StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops) {
+StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops,
+                                              llvm::DenseSet<Value> &updatesCounted) {
   PartMemory memory;
   llvm::DenseSet<Value> counted;
   auto isInput = [&](BlockArgument arg) {
@@ -189,16 +192,29 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops) {
     }
     return false;
   };
-  // Whether the backward reads `v`, as it is or through boxings.
-  std::function<bool(Value)> readByBackward = [&](Value v) {
+  // Whether a forward op reads `v`, as it is or through boxings.
+  std::function<bool(Value)> readByForward = [&](Value v) {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
       if (auto boxing = dyn_cast<BoxingOp>(user))
-        return readByBackward(boxing.getResult());
+        return readByForward(boxing.getResult());
+      return !backward.contains(user) && !isa<func::ReturnOp>(user) &&
+             !user->hasAttr(graph::GraphDialect::kAccumulateAttr);
+    });
+  };
+  // Whether `v` is kept for the backward: a backward op reads it, or a
+  // boxing made in the backward does (one no forward op reads, placed
+  // before its first reader). A copy the forward makes and the backward
+  // reads is kept itself, not what it was made from.
+  std::function<bool(Value)> keptForBackward = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto boxing = dyn_cast<BoxingOp>(user))
+        return !readByForward(boxing.getResult()) && keptForBackward(boxing.getResult());
       return backward.contains(user);
     });
   };
-  // A value the backward reads stays on the stages whose forward reads
-  // it (a stage's input, received), or where it is made if none other does.
+  // A value kept for the backward stays on the stages whose forward reads
+  // it (a stage's input, received), or where it is made if none other
+  // does.
   llvm::DenseSet<Operation *> here(ops.begin(), ops.end());
   std::function<bool(Value)> readElsewhere = [&](Value v) {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
@@ -212,13 +228,17 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops) {
     if (counted.insert(v).second)
       memory.stash += bytesOf(v) * sizes.storedShare(v);
   };
+  auto held = [&](Value v) {
+    if (counted.insert(v).second)
+      memory.step += bytesOf(v);
+  };
   double largest = 0, input = 0, gradients = 0;
   llvm::DenseSet<Value> readParams;
   for (Operation *op : ops) {
     double made = 0;
     for (Value result : op->getResults()) {
       made += bytesOf(result) * sizes.storedShare(result);
-      if (readByBackward(result) && !readElsewhere(result))
+      if (keptForBackward(result) && !readElsewhere(result))
         stashed(result);
     }
     largest = std::max(largest, made);
@@ -229,32 +249,31 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops) {
       // parameter gathered for the forward is kept for the backward).
       while (auto boxing = v.getDefiningOp<BoxingOp>()) {
         Value copy = boxing.getResult();
-        if (readAcrossMicroBatches(copy)) {
-          if (counted.insert(copy).second)
-            memory.step += bytesOf(copy);
-        } else if (readByBackward(copy)) {
+        if (readAcrossMicroBatches(copy))
+          held(copy);
+        else if (keptForBackward(copy))
           stashed(copy);
-        }
         v = boxing.getInput();
       }
       // Made by another part (or from the inputs alone), read here and
-      // by the backward as it is.
+      // kept for the backward.
       Operation *def = v.getDefiningOp();
-      if (def && !here.contains(def) &&
-          llvm::any_of(v.getUsers(), [&](Operation *user) { return backward.contains(user); }))
-        stashed(v);
-      if (def && !here.contains(def))
+      if (def && !here.contains(def)) {
+        if (keptForBackward(v))
+          stashed(v);
         input = std::max(input, bytesOf(operand));
+      }
       auto arg = dyn_cast<BlockArgument>(v);
       if (!arg || isInput(arg))
         continue;
       if (readParams.insert(operand).second)
         gradients += bytesOf(operand);
-      if (!counted.insert(arg).second)
+      held(arg);
+      // Its update's states and gradient sum (the update reading it as it
+      // is or through boxings), on the first part that reads it, where
+      // the update goes.
+      if (!updatesCounted.insert(arg).second)
         continue;
-      memory.step += bytesOf(arg);
-      // Its update's states and gradient sum (reading it as it is or
-      // through boxings).
       SmallVector<Value> reads = {arg};
       while (!reads.empty()) {
         Value read = reads.pop_back_val();
@@ -268,10 +287,20 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops) {
           if (!states || user->getOperand(0) != read)
             continue;
           for (unsigned k : *states)
-            if (counted.insert(user->getOperand(k)).second)
-              memory.step += bytesOf(user->getOperand(k));
-          if (counted.insert(user->getOperand(1)).second)
-            memory.step += bytesOf(user->getOperand(1));
+            held(user->getOperand(k));
+          // The sum the update's gradient is sliced or changed from
+          // (ZeRO's constraint, boxings) lives the whole step: its
+          // largest form.
+          Value gradient = user->getOperand(1);
+          double most = bytesOf(gradient);
+          while (Operation *from = gradient.getDefiningOp()) {
+            if (!isa<BoxingOp, ConstraintOp>(from))
+              break;
+            gradient = from->getOperand(0);
+            most = std::max(most, bytesOf(gradient));
+          }
+          if (counted.insert(gradient).second)
+            memory.step += most;
         }
       }
     }
@@ -300,6 +329,7 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
   }
   std::vector<double> seconds;
   std::vector<PartMemory> memory;
+  llvm::DenseSet<Value> updatesCounted;
   double total = 0;
   for (auto [begin, end] : units) {
     double s = 0;
@@ -307,59 +337,68 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
       s += secondsOf(ops[i]);
     seconds.push_back(s);
     total += s;
-    memory.push_back(memoryOf(ops.slice(begin, end - begin)));
+    memory.push_back(memoryOf(ops.slice(begin, end - begin), updatesCounted));
   }
   // A group of units' memory on chunk g, and the most a chunk may hold
   // (a stage's share when it holds several).
-  auto memoryOfGroup = [&](const PartMemory &sum, double working, int64_t g) {
+  auto memoryOfGroup = [&](const PartMemory &sum, int64_t g) {
     double held = g < static_cast<int64_t>(inFlight.size()) ? inFlight[g] : 1.0;
-    return sum.step + held * sum.stash + working;
+    return sum.step + held * sum.stash + sum.working;
   };
   const double chunkLimit = memoryLimit / static_cast<double>(chunks);
-  // The contiguous split of the units into the stages, none empty, whose
-  // slowest stage is fastest: the least bound at which filling each stage
-  // up to it (and leaving a unit for every stage after) places them all,
-  // by bisection. Units of no time (reshapes) go with the work before.
+  // The contiguous split of the units into the chunks, none empty, whose
+  // slowest chunk is fastest: the least bound at which filling each chunk
+  // up to it (and leaving a unit for every chunk still to fill) places
+  // them all, by bisection. Units of no time (reshapes) go with the work
+  // being filled.
+  //
   // Where the memory is bounded too (`memoryScale` times a chunk's limit;
-  // 0: not), a stage also takes no more units than it can hold. Filling
-  // each stage as far as both bounds allow places the units whenever any
-  // split does, both bounds growing with every unit a stage takes.
-  std::vector<double> groupSeconds, groupBytes;
+  // 0: not), a chunk also takes no more units than it holds, and the
+  // chunks fill from the last: a later chunk holds no more micro-batches
+  // at once than an earlier one, so its bound is the looser, and filling
+  // each chunk from the back as far as both bounds allow places the units
+  // whenever any split does (a unit a split gives an earlier chunk fits a
+  // later one alone). Without it the chunks fill from the first, as the
+  // time bound is the same for all.
+  std::vector<double> groupSeconds, groupBytes, groupWorking;
   auto place = [&](double bound, double memoryScale, bool keep) {
-    int64_t group = 0;
-    double load = 0, working = 0;
+    const bool fromLast = memoryScale > 0;
+    const size_t n = units.size();
+    int64_t k = 0; // groups filled before the one being filled
+    double load = 0;
     PartMemory sum;
     size_t inGroup = 0;
     groupSeconds.assign(parts, 0);
     groupBytes.assign(parts, 0);
-    for (size_t u = 0; u < units.size(); ++u) {
-      size_t left = units.size() - u; // this unit and those after it
+    groupWorking.assign(parts, 0);
+    for (size_t i = 0; i < n; ++i) {
+      size_t u = fromLast ? n - 1 - i : i;
+      size_t left = n - i;           // this unit and those still to place
+      int64_t after = parts - 1 - k; // groups still to fill after this one
+      int64_t group = fromLast ? parts - 1 - k : k;
       bool full = load + seconds[u] > bound && seconds[u] > 0;
-      PartMemory with = {sum.step + memory[u].step, sum.stash + memory[u].stash, 0};
-      double withWorking = std::max(working, memory[u].working);
-      bool over =
-          memoryScale > 0 && memoryOfGroup(with, withWorking, group) > memoryScale * chunkLimit;
-      if (inGroup > 0 && group < parts - 1 &&
-          (full || over || left <= static_cast<size_t>(parts - 1 - group))) {
-        ++group;
+      PartMemory with = {sum.step + memory[u].step, sum.stash + memory[u].stash,
+                         std::max(sum.working, memory[u].working)};
+      bool over = fromLast && memoryOfGroup(with, group) > memoryScale * chunkLimit;
+      if (inGroup > 0 && after > 0 && (full || over || left <= static_cast<size_t>(after))) {
+        ++k;
+        group = fromLast ? parts - 1 - k : k;
         load = 0;
-        working = 0;
         sum = {};
         inGroup = 0;
       }
       load += seconds[u];
-      sum.step += memory[u].step;
-      sum.stash += memory[u].stash;
-      working = std::max(working, memory[u].working);
+      sum = {sum.step + memory[u].step, sum.stash + memory[u].stash,
+             std::max(sum.working, memory[u].working)};
       ++inGroup;
       groupSeconds[group] = load;
-      groupBytes[group] = memoryOfGroup(sum, working, group);
-      if (!keep &&
-          (load > bound || (memoryScale > 0 && groupBytes[group] > memoryScale * chunkLimit)))
+      groupBytes[group] = memoryOfGroup(sum, group);
+      groupWorking[group] = sum.working;
+      if (!keep && (load > bound || (fromLast && groupBytes[group] > memoryScale * chunkLimit)))
         return false;
       if (keep)
-        for (size_t i = units[u].first; i < units[u].second; ++i)
-          stage[ops[i]] = group;
+        for (size_t o = units[u].first; o < units[u].second; ++o)
+          stage[ops[o]] = group;
     }
     return true;
   };
@@ -375,11 +414,20 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     return high;
   };
   units_ = std::max(units_, units.size());
-  // The fullest stage's memory (its chunks' together).
+  // Each stage's memory: its chunks' together, with one working set (one
+  // backward runs at a time).
+  auto stageBytes = [&] {
+    std::vector<double> onStage(stages, 0.0), working(stages, 0.0);
+    for (int64_t g = 0; g < parts; ++g) {
+      onStage[g % stages] += groupBytes[g] - groupWorking[g];
+      working[g % stages] = std::max(working[g % stages], groupWorking[g]);
+    }
+    for (int64_t s = 0; s < stages; ++s)
+      onStage[s] += working[s];
+    return onStage;
+  };
   auto fullest = [&] {
-    std::vector<double> onStage(stages, 0.0);
-    for (int64_t g = 0; g < parts; ++g)
-      onStage[g % stages] += groupBytes[g];
+    std::vector<double> onStage = stageBytes();
     return *std::max_element(onStage.begin(), onStage.end());
   };
   auto slowest = [&] { return *std::max_element(groupSeconds.begin(), groupSeconds.end()); };
@@ -391,7 +439,7 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
       return;
     SmallVector<NamedAttribute> entries = {
         b.getNamedAttr("by", b.getStringAttr(by)),
-        b.getNamedAttr("bytes", b.getDenseF64ArrayAttr(groupBytes)),
+        b.getNamedAttr("bytes", b.getDenseF64ArrayAttr(stageBytes())),
         b.getNamedAttr("seconds", b.getDenseF64ArrayAttr(groupSeconds)),
         b.getNamedAttr("slowest_seconds", b.getF64FloatAttr(slowest()))};
     if (timeCut) {
@@ -455,17 +503,18 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     // What the hand's cut takes, for the report.
     groupSeconds.assign(parts, 0);
     groupBytes.assign(parts, 0);
+    groupWorking.assign(parts, 0);
     std::vector<PartMemory> sums(parts);
-    std::vector<double> working(parts, 0);
     for (size_t u = 0; u < units.size(); ++u) {
       int64_t g = stage.lookup(ops[units[u].first]);
       groupSeconds[g] += seconds[u];
-      sums[g].step += memory[u].step;
-      sums[g].stash += memory[u].stash;
-      working[g] = std::max(working[g], memory[u].working);
+      sums[g] = {sums[g].step + memory[u].step, sums[g].stash + memory[u].stash,
+                 std::max(sums[g].working, memory[u].working)};
     }
-    for (int64_t g = 0; g < parts; ++g)
-      groupBytes[g] = memoryOfGroup(sums[g], working[g], g);
+    for (int64_t g = 0; g < parts; ++g) {
+      groupBytes[g] = memoryOfGroup(sums[g], g);
+      groupWorking[g] = sums[g].working;
+    }
     note("hand", std::nullopt);
   }
   if (next < starts.size()) {

@@ -136,7 +136,8 @@ private:
     // What planMemory says of a plan here: the fullest stage of the cut
     // --sbp-pipeline will make (by memory where the fastest would not fit).
     search::PipelineShare pipeline = options.pipeline;
-    if (memoryCheck)
+    options.cutForMemory = cutForMemory && chunks == 1;
+    if (memoryCheck && options.cutForMemory)
       pipeline.memoryLimit = problem->cluster().memoryBytes;
     options.starts = takeStarts(*problem);
     // ZeRO works on the axes the plan splits the batch on. Guesses: those

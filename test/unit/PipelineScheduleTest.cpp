@@ -181,6 +181,22 @@ TEST(PipelineSchedule, StageAndChunkInFlight) {
     EXPECT_GE(chunk[s], chunk[s + stages]) << "stage " << s;
   }
   EXPECT_GT(chunk[0], chunk[stages - 1]);
+  // A later chunk never holds more than an earlier one (the memory cut
+  // fills chunks from the last, whose bound is the loosest, for it).
+  for (const char *schedule : {"1f1b", "gpipe", "sequential", "interleaved"})
+    for (auto [s, v, m] : {std::array<int64_t, 3>{4, 1, 8},
+                           {8, 1, 64},
+                           {2, 1, 1},
+                           {4, 2, 8},
+                           {8, 2, 64},
+                           {2, 3, 4},
+                           {3, 4, 9}})
+      if (pipelineScheduleError(schedule, s, v, m).empty()) {
+        std::vector<double> held = chunkInFlight(schedule, s, v, m);
+        for (size_t c = 1; c < held.size(); ++c)
+          EXPECT_LE(held[c], held[c - 1])
+              << schedule << " S=" << s << " V=" << v << " M=" << m << " chunk " << c;
+      }
 }
 
 TEST(PipelineSchedule, Errors) {
