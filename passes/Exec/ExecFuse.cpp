@@ -40,7 +40,10 @@ bool isElementwise(Operation *op) {
 
 /// The chain ending at `root`: elementwise producers of its operands, and of
 /// theirs, each used only once (within the chain) and making a value of the
-/// root's type, so nothing in between needs memory.
+/// root's type, so nothing in between needs memory. Not a sum over
+/// micro-batches (graph.accumulate): its adds run as each micro-batch's
+/// term is made, and fused into the last they would keep every
+/// micro-batch's gradient until the last micro-batch's.
 SmallVector<Operation *> chainOf(Operation *root) {
   Type type = root->getResult(0).getType();
   SmallVector<Operation *> chain = {root}, work = {root};
@@ -49,7 +52,8 @@ SmallVector<Operation *> chainOf(Operation *root) {
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
       if (!def || def->getBlock() != root->getBlock() || !isElementwise(def) ||
-          !operand.hasOneUse() || operand.getType() != type || llvm::is_contained(chain, def))
+          def->hasAttr(graph::GraphDialect::kAccumulateAttr) || !operand.hasOneUse() ||
+          operand.getType() != type || llvm::is_contained(chain, def))
         continue;
       chain.push_back(def);
       work.push_back(def);

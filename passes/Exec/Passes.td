@@ -8,23 +8,33 @@ include "mlir/Pass/PassBase.td"
 def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
   let summary = "assigns every local tensor a static place in one arena per rank";
   let description = [{
-    Walks each exec program in order. A value lives from the op that makes
-    it to its last use; the scratch memory a collective needs lives during
-    that op only. Each is placed first-fit at the lowest offset (64-byte
-    aligned) that overlaps nothing live at the same time; an op's results
-    never share memory with its operands, except a `graph.reshape`'s, which
-    takes its input's place (the same bytes in the same order; no value is
-    written after its op), the place then living until the last use of
-    either. Sets `exec.offsets` (one per
-    result) and `exec.scratch_offset` on ops and `exec.arena_bytes` (the
-    highest byte any of them reaches) on the program: the rank allocates
-    exactly that, once.
+    In each exec program, a value lives from the op that makes it to its
+    last use; the scratch memory a collective needs lives during that op
+    only. An op's results never share memory with its operands, except a
+    `graph.reshape`'s, which takes its input's place (the same bytes in the
+    same order; no value is written after its op), the place then living
+    until the last use of either. Two plans place them at 64-byte aligned
+    offsets where nothing live at the same time overlaps: in program order,
+    each at the lowest free offset (first fit, as a program makes and frees
+    them); and largest first, each in the smallest gap the blocks already
+    placed leave while it lives (greedy by size, as Pisarchyk and Lee's
+    offline planner), which leaves fewer holes (up to 15% less arena on the
+    tests' GPTs). `placement=smaller` (the default) takes the smaller
+    (largest first only up to 40,000 blocks a program: it is quadratic);
+    `in-order` or `largest-first` takes that one. Sets `exec.offsets` (one
+    per result) and `exec.scratch_offset` on ops and `exec.arena_bytes`
+    (the highest byte any of them reaches) on the program: the rank
+    allocates exactly that, once.
 
     ```mlir
     %0 = exec.load "input" "x" global [8, 4] [S(0)] {exec.offsets = array<i64: 0>}
         : tensor<4x4xf32>
     ```
   }];
+  let options = [
+    Option<"placement", "placement", "std::string", /*default=*/"\"smaller\"",
+           "smaller (of the two plans), in-order or largest-first">,
+  ];
 }
 
 def ExecBf16 : Pass<"exec-bf16", "mlir::ModuleOp"> {

@@ -1,5 +1,5 @@
 // RUN: sbpc-opt %s --exec-bf16 --split-input-file | FileCheck %s
-// RUN: sbpc-opt %s --exec-bf16 --exec-fuse --exec-plan-memory --split-input-file | FileCheck %s --check-prefix=PLAN
+// RUN: sbpc-opt %s --exec-bf16 --exec-fuse --exec-plan-memory=placement=in-order --split-input-file | FileCheck %s --check-prefix=PLAN
 
 // A training step: the forward and backward depend on the input and become
 // bf16; the weight stays f32 for adamw with one bf16 copy for the matmuls;
@@ -46,7 +46,8 @@ func.func @step() attributes {exec.ranks = array<i64: 0, 1>} {
 // CHECK-NEXT: exec.store %[[DX]] "dx" {{.*}} : tensor<2x8xbf16>
 // CHECK:      exec.store %[[T1]] "optimizer.step" {{.*}} : tensor<f32>
 
-// The weight's bf16 copy takes 64 bytes of the arena, the f32 weight 128.
+// The weight's bf16 copy takes 64 bytes of the arena, the f32 weight 128
+// (placed in program order).
 // PLAN-LABEL: func.func @step()
 // PLAN:      exec.load "param" "w" {{.*}}exec.offsets = array<i64: 64>{{.*}} : tensor<8x4xf32>
 // PLAN-NEXT: exec.convert {{.*}}exec.offsets = array<i64: 192>{{.*}} to tensor<8x4xbf16>

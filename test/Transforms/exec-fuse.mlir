@@ -48,3 +48,29 @@ func.func @f() attributes {exec.ranks = array<i64: 0>} {
 // MEM-NEXT: ^bb0
 // MEM-NOT: exec.offsets
 // MEM: exec.yield
+
+// A sum over micro-batches (graph.accumulate adds) is not fused into one op
+// at its end: each add runs as its micro-batch's term is made, so that the
+// terms do not all live until the last micro-batch's. A term's own chain
+// (its neg) still fuses into its add.
+func.func @sum() attributes {exec.ranks = array<i64: 0>} {
+  %g0 = exec.load "input" "g0" global [4, 8] [B] : tensor<4x8xf32>
+  %g1 = exec.load "input" "g1" global [4, 8] [B] : tensor<4x8xf32>
+  %t1 = graph.neg %g1 : tensor<4x8xf32>
+  %s1 = graph.add %g0, %t1 {graph.accumulate} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %g2 = exec.load "input" "g2" global [4, 8] [B] : tensor<4x8xf32>
+  %t2 = graph.neg %g2 : tensor<4x8xf32>
+  %s2 = graph.add %s1, %t2 {graph.accumulate} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  exec.store %s2 "sum" global [4, 8] [B] : tensor<4x8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @sum()
+// CHECK: %[[G0:.*]] = exec.load "input" "g0"
+// CHECK: %[[G1:.*]] = exec.load "input" "g1"
+// CHECK: %[[S1:.*]] = exec.fused(%[[G1]], %[[G0]])
+// CHECK: graph.neg
+// CHECK-NEXT: graph.add {{.*}} {graph.accumulate}
+// CHECK: %[[G2:.*]] = exec.load "input" "g2"
+// CHECK: %[[S2:.*]] = exec.fused(%[[G2]], %[[S1]])
+// CHECK: exec.store %[[S2]] "sum"

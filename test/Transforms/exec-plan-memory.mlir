@@ -1,7 +1,10 @@
-// RUN: sbpc-opt %s --exec-plan-memory | FileCheck %s
+// RUN: sbpc-opt %s --split-input-file --exec-plan-memory=placement=in-order | FileCheck %s
+// RUN: sbpc-opt %s --split-input-file --exec-plan-memory=placement=largest-first | FileCheck %s --check-prefix=LARGEST
+// RUN: sbpc-opt %s --split-input-file --exec-plan-memory | FileCheck %s --check-prefix=SMALLER
+// RUN: not sbpc-opt %s --split-input-file --exec-plan-memory=placement=best 2>&1 | FileCheck %s --check-prefix=BAD
 
-// Every value has a place from its op to its last use, first fit, 64-byte
-// aligned; a reshape's result shares its input's place (nothing is copied)
+// In program order, every value has a place from its op to its last use,
+// first fit, 64-byte aligned; a reshape's result shares its input's place (nothing is copied)
 // and the place stays taken until neither is used.
 sbp.mesh @m axes ["x"] shape [1]
 func.func @f() attributes {exec.ranks = array<i64: 0>} {
@@ -30,3 +33,43 @@ func.func @f() attributes {exec.ranks = array<i64: 0>} {
 // CHECK-NEXT: exec.store
 // z died at its store: w takes the first free place.
 // CHECK-NEXT: graph.neg {{.*}}{exec.offsets = array<i64: 0>}
+
+// -----
+
+// First fit in program order leaves a hole: s (64 B, to the end) goes
+// above x (1 KiB), y above both; when x and y are gone, z (2 KiB) does not
+// fit in x's place. Largest first, z goes at 0, x too (they never live at
+// once), y above x, and s above all: 2112 bytes against 3136. The default
+// takes the smaller plan.
+sbp.mesh @m axes ["x"] shape [1]
+func.func @g() attributes {exec.ranks = array<i64: 0>} {
+  %x = exec.load "input" "x" global [256] [B] : tensor<256xf32>
+  %s = exec.load "input" "s" global [16] [B] : tensor<16xf32>
+  %y = graph.neg %x : tensor<256xf32>
+  exec.store %y "y" global [256] [B] : tensor<256xf32>
+  %z = exec.load "input" "z" global [512] [B] : tensor<512xf32>
+  exec.store %z "z" global [512] [B] : tensor<512xf32>
+  exec.store %s "s" global [16] [B] : tensor<16xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @g()
+// CHECK-SAME: exec.arena_bytes = 3136
+// CHECK: exec.load "input" "x" {{.*}}{exec.offsets = array<i64: 0>}
+// CHECK-NEXT: exec.load "input" "s" {{.*}}{exec.offsets = array<i64: 1024>}
+// CHECK-NEXT: graph.neg {{.*}}{exec.offsets = array<i64: 1088>}
+// CHECK: exec.load "input" "z" {{.*}}{exec.offsets = array<i64: 1088>}
+
+// LARGEST-LABEL: func.func @g()
+// LARGEST-SAME: exec.arena_bytes = 2112
+// LARGEST: exec.load "input" "x" {{.*}}{exec.offsets = array<i64: 0>}
+// LARGEST-NEXT: exec.load "input" "s" {{.*}}{exec.offsets = array<i64: 2048>}
+// LARGEST-NEXT: graph.neg {{.*}}{exec.offsets = array<i64: 1024>}
+// LARGEST: exec.load "input" "z" {{.*}}{exec.offsets = array<i64: 0>}
+
+// SMALLER-LABEL: func.func @f()
+// SMALLER-SAME: exec.arena_bytes = 384
+// SMALLER-LABEL: func.func @g()
+// SMALLER-SAME: exec.arena_bytes = 2112
+
+// BAD: error: exec-plan-memory: placement must be smaller, in-order or largest-first, got 'best'

@@ -1,5 +1,5 @@
 // RUN: sbpc-opt %s --split-input-file --sbp-layout --sbp-spmdize --verify-diagnostics | FileCheck %s
-// RUN: sbpc-opt %s --split-input-file --sbp-layout --sbp-spmdize --exec-plan-memory --verify-diagnostics | FileCheck %s --check-prefix=MEM
+// RUN: sbpc-opt %s --split-input-file --sbp-layout --sbp-spmdize --exec-plan-memory=placement=in-order --verify-diagnostics | FileCheck %s --check-prefix=MEM
 
 // Every kind of hop on a 2 x 2 mesh: arguments load their shards, the
 // matmul runs on local shapes, each boxing hop is one collective or local
@@ -29,7 +29,8 @@
 // Memory: parameters load first, inputs just before use, results are
 // stored as soon as computed; a result never shares bytes with a live value; the matmul's
 // operands are dead by the reduce-scatter, whose result and scratch take
-// their place. The arena is the highest byte reached.
+// their place (placed in program order). The arena is the highest byte
+// reached.
 // MEM-LABEL: func.func @f()
 // MEM-SAME: exec.arena_bytes = 576
 // MEM: exec.load "param" "w" {{.*}} {exec.offsets = array<i64: 0>}
