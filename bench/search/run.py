@@ -14,7 +14,7 @@ from a venv under the build directory.
 
 usage: run.py --sbpc build/bin/sbpc [--out bench/search] [--layers 1,12,24,48,96]
               [--train-layers 1,12,96] [--meshes dp=2,tp=4 ...] [--workdir DIR]
-              [--micro-batch-cases '12x64@dp=8,tp=8;96x64@dp=64,tp=8:zero=3:recompute=full:memory;...' | '']
+              [--micro-batch-cases '12x64@dp=8,tp=8;96x64@pp=8,dp=8,tp=8:zero=3:recompute=full:memory;...' | '']
 """
 import argparse
 import json
@@ -113,6 +113,13 @@ def micro_batched(sbpc, work, case):
                    "peak_memory_bytes": report["totals"]["peak_memory_bytes"],
                    "search_memory_bytes": report["search"].get("memory_bytes_per_rank"),
                    "fits_device_memory": report["totals"]["fits_device_memory"]})
+    if "pipeline" in report:
+        pipeline = report["pipeline"]
+        record["pipeline"] = {"schedule": pipeline["schedule"],
+                              "cut": pipeline.get("cut", {}).get("by"),
+                              "blocks": [len(s["blocks"]) for s in pipeline["per_stage"]],
+                              "stage_peak_bytes": [s["peak_memory_bytes"]
+                                                   for s in pipeline["per_stage"]]}
     return record
 
 
@@ -122,8 +129,11 @@ def micro_table(records):
              "compile memory | report (entries) | step s (search's) | peak per rank (search's) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
+        pipeline = r.get("pipeline")
+        stages = (f" ({pipeline['schedule']}, cut by {pipeline['cut']}: "
+                  f"{', '.join(map(str, pipeline['blocks']))} layers)" if pipeline else "")
         head = (f"| {r['layers']} x {r['micro_batches']} | `{r['mesh']}` | "
-                f"`{r.get('options', '--ignore-memory').strip()}` |")
+                f"`{r.get('options', '--ignore-memory').strip()}`{stages} |")
         if not r["ok"]:
             lines.append(f"{head} {r['error']} | | | | | | |")
             continue
@@ -150,7 +160,9 @@ def micro_checks(records):
                            f"({r.get('peak_memory_bytes', 0) / 2**30:.1f} GiB), compiled in "
                            f"{r['process_seconds']:.3g} s (target < 120 s)",
                            r["ok"] and r["fits_device_memory"] and r["process_seconds"] < 120, []))
-            if r.get("zero", 0) >= 3 and r["ok"]:
+            # (A pipeline's step is the report's schedule's, the search's
+            # the whole plan's without stages.)
+            if r.get("zero", 0) >= 3 and r["ok"] and not r["mesh"].startswith("pp="):
                 # At stage 3 nothing goes back to the stored layouts after the
                 # step, so the search's estimate is the report's.
                 est, step = r["search_step_time_s"], r["step_time_s"]
@@ -302,7 +314,8 @@ def main():
                         help="the training steps' layer counts ('' for none)")
     parser.add_argument("--meshes", nargs="*", default=MESHES)
     parser.add_argument("--micro-batch-cases",
-                        default="12x64@dp=8,tp=8;96x64@dp=64,tp=8:zero=3:recompute=full:memory",
+                        default="12x64@dp=8,tp=8;96x64@dp=64,tp=8:zero=3:recompute=full:memory;"
+                                "96x64@pp=8,dp=8,tp=8:zero=3:recompute=full:memory",
                         help="training steps LAYERSxMICRO_BATCHES@MESH[:zero=N][:recompute=R]"
                              "[:memory], separated by ';' ('' for none)")
     parser.add_argument("--workdir")
