@@ -41,19 +41,22 @@ bool isElementwise(Operation *op) {
 /// The chain ending at `root`: elementwise producers of its operands, and of
 /// theirs, each used only once (within the chain) and making a value of the
 /// root's type, so nothing in between needs memory. Not a sum over
-/// micro-batches (graph.accumulate): its adds run as each micro-batch's
-/// term is made, and fused into the last they would keep every
-/// micro-batch's gradient until the last micro-batch's.
+/// micro-batches (graph.accumulate) nor its first term: its adds run as
+/// each micro-batch's term is made, and fused into the last they would
+/// keep every micro-batch's gradient until the last micro-batch's.
 SmallVector<Operation *> chainOf(Operation *root) {
   Type type = root->getResult(0).getType();
   SmallVector<Operation *> chain = {root}, work = {root};
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
-    for (Value operand : op->getOperands()) {
+    // An add of a sum over micro-batches takes the running sum (or the
+    // first micro-batch's term) as operand 0: made earlier, it stays out.
+    bool accumulates = op->hasAttr(graph::GraphDialect::kAccumulateAttr);
+    for (auto [k, operand] : llvm::enumerate(op->getOperands())) {
       Operation *def = operand.getDefiningOp();
-      if (!def || def->getBlock() != root->getBlock() || !isElementwise(def) ||
-          def->hasAttr(graph::GraphDialect::kAccumulateAttr) || !operand.hasOneUse() ||
-          operand.getType() != type || llvm::is_contained(chain, def))
+      if (!def || (accumulates && k == 0) || def->getBlock() != root->getBlock() ||
+          !isElementwise(def) || def->hasAttr(graph::GraphDialect::kAccumulateAttr) ||
+          !operand.hasOneUse() || operand.getType() != type || llvm::is_contained(chain, def))
         continue;
       chain.push_back(def);
       work.push_back(def);

@@ -52,9 +52,12 @@ func.func @f() attributes {exec.ranks = array<i64: 0>} {
 // A sum over micro-batches (graph.accumulate adds) is not fused into one op
 // at its end: each add runs as its micro-batch's term is made, so that the
 // terms do not all live until the last micro-batch's. A term's own chain
-// (its neg) still fuses into its add.
+// (its neg) still fuses into its add, but not the first micro-batch's
+// term (operand 0 of the first add, made a micro-batch earlier).
 func.func @sum() attributes {exec.ranks = array<i64: 0>} {
-  %g0 = exec.load "input" "g0" global [4, 8] [B] : tensor<4x8xf32>
+  %a0 = exec.load "input" "a0" global [4, 8] [B] : tensor<4x8xf32>
+  %b0 = exec.load "input" "b0" global [4, 8] [B] : tensor<4x8xf32>
+  %g0 = graph.add %a0, %b0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %g1 = exec.load "input" "g1" global [4, 8] [B] : tensor<4x8xf32>
   %t1 = graph.neg %g1 : tensor<4x8xf32>
   %s1 = graph.add %g0, %t1 {graph.accumulate} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -66,7 +69,7 @@ func.func @sum() attributes {exec.ranks = array<i64: 0>} {
 }
 
 // CHECK-LABEL: func.func @sum()
-// CHECK: %[[G0:.*]] = exec.load "input" "g0"
+// CHECK: %[[G0:.*]] = graph.add
 // CHECK: %[[G1:.*]] = exec.load "input" "g1"
 // CHECK: %[[S1:.*]] = exec.fused(%[[G1]], %[[G0]])
 // CHECK: graph.neg

@@ -60,6 +60,19 @@ func.func @g() attributes {exec.ranks = array<i64: 0>} {
 // CHECK-NEXT: graph.neg {{.*}}{exec.offsets = array<i64: 1088>}
 // CHECK: exec.load "input" "z" {{.*}}{exec.offsets = array<i64: 1088>}
 
+// Largest first (all of @f's are 128 bytes: first made, first placed) the
+// reshapes share their input's place too, and the plan is the same.
+// LARGEST-LABEL: func.func @f()
+// LARGEST-SAME: exec.arena_bytes = 384
+// LARGEST: exec.load "input" "x" {{.*}}{exec.offsets = array<i64: 0>}
+// LARGEST-NEXT: graph.reshape {{.*}}{exec.offsets = array<i64: 0>}
+// LARGEST-NEXT: graph.neg {{.*}}{exec.offsets = array<i64: 128>}
+// LARGEST-NEXT: graph.reshape {{.*}}{exec.offsets = array<i64: 0>}
+// LARGEST-NEXT: graph.exp {{.*}}{exec.offsets = array<i64: 256>}
+// LARGEST-NEXT: graph.tanh {{.*}}{exec.offsets = array<i64: 128>}
+// LARGEST-NEXT: exec.store
+// LARGEST-NEXT: graph.neg {{.*}}{exec.offsets = array<i64: 0>}
+
 // LARGEST-LABEL: func.func @g()
 // LARGEST-SAME: exec.arena_bytes = 2112
 // LARGEST: exec.load "input" "x" {{.*}}{exec.offsets = array<i64: 0>}

@@ -1,5 +1,6 @@
 // RUN: sbpc-opt %s --split-input-file --sbp-layout --sbp-spmdize --verify-diagnostics | FileCheck %s
 // RUN: sbpc-opt %s --split-input-file --sbp-layout --sbp-spmdize --exec-plan-memory=placement=in-order --verify-diagnostics | FileCheck %s --check-prefix=MEM
+// RUN: sbpc-opt %s --split-input-file --sbp-layout --sbp-spmdize --exec-plan-memory=placement=largest-first --verify-diagnostics | FileCheck %s --check-prefix=LARGEST
 
 // Every kind of hop on a 2 x 2 mesh: arguments load their shards, the
 // matmul runs on local shapes, each boxing hop is one collective or local
@@ -41,6 +42,14 @@
 // MEM: exec.store {{.*}} "z"
 // MEM-NOT: exec.offsets
 // MEM: return
+// Largest first, the same values and collectives' scratch take 480 bytes:
+// the reduce-scatter's scratch goes where w was (dead by then), its result
+// above both.
+// LARGEST-LABEL: func.func @f()
+// LARGEST-SAME: exec.arena_bytes = 480
+// LARGEST: exec.load "param" "w" {{.*}} {exec.offsets = array<i64: 128>}
+// LARGEST: graph.matmul {{.*}} {exec.offsets = array<i64: 0>}
+// LARGEST-NEXT: exec.reduce_scatter {{.*}} {exec.offsets = array<i64: 256>, exec.scratch_offset = 128 : i64}
 sbp.mesh @m axes ["a", "b"] shape [2, 2]
 func.func @f(%x: tensor<8x4xf32> {graph.input = "x", sbp.layout = #sbp.nd<[S(0), B]>},
              %w: tensor<4x6xf32> {graph.param = "w", sbp.layout = #sbp.nd<[B, S(0)]>})
