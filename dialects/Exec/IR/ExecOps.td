@@ -41,6 +41,9 @@ def Exec_Dialect : Dialect {
     come from an input, the static slices back to it (micro-batches), so
     that a rank names a bad id by its place in that input.
   }];
+  // Its ops' layouts are sbp attributes: parsing one in a module without
+  // an sbp op must find the sbp dialect loaded.
+  let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
 
 class Exec_Op<string mnemonic, list<Trait> traits = []>
