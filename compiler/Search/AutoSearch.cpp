@@ -225,8 +225,7 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
       consider(axisByAxis->choice, "axis-by-axis");
     for (const auto &[name, choice] : options.starts)
       consider(choice, name);
-    PipelineShare pipeline = options.pipeline;
-    pipeline.memoryLimit = options.cutForMemory ? memoryLimit : 0;
+    PipelineShare pipeline = options.pipelineWithin(memoryLimit);
     if (memoryLimit > 0 && planMemory(problem, best.choice, pipeline) > memoryLimit) {
       best.candidatesEvaluated = evaluated;
       return best;
@@ -244,8 +243,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                   const AutoOptions &options) {
   problem.setMemoryPrice(0);
   double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
-  PipelineShare pipeline = options.pipeline;
-  pipeline.memoryLimit = options.cutForMemory ? limit : 0;
+  PipelineShare pipeline = options.pipelineWithin(limit);
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
   double memory = planMemory(problem, best->choice, pipeline);

@@ -364,6 +364,13 @@ struct AutoOptions {
   /// Whether the stages will be cut for memory where a cut by time would
   /// not fit (--sbp-pipeline, one chunk a stage, not by hand).
   bool cutForMemory = true;
+  /// `pipeline` as planMemory takes it where plans must fit `memoryLimit`
+  /// (0: unchecked): balanced for memory only where the stages will be.
+  PipelineShare pipelineWithin(double memoryLimit) const {
+    PipelineShare share = pipeline;
+    share.memoryLimit = cutForMemory ? memoryLimit : 0;
+    return share;
+  }
   /// When the whole graph is solved exactly (about a second of work on
   /// one core at most); otherwise local search.
   ExactBudget whole{size_t(1) << 23, size_t(1) << 25, size_t(2000000000)};

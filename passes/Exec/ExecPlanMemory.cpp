@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace sbpc::exec {
 #define GEN_PASS_DEF_EXECPLANMEMORY
@@ -62,19 +63,16 @@ uint64_t aligned(uint64_t bytes) { return (bytes + kAlignment - 1) / kAlignment 
 /// In program order, each block at the lowest offset free while it lives
 /// (first fit, as the program makes and frees them). Returns the arena's
 /// size.
+/// (`blocks` come in program order: by `first`.)
 uint64_t placeInOrder(const std::vector<Piece> &blocks, std::vector<uint64_t> &offsets) {
-  std::vector<size_t> order(blocks.size());
-  for (size_t k = 0; k < order.size(); ++k)
-    order[k] = k;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return blocks[a].first < blocks[b].first; });
   // Released after their last op, before the next op's blocks are placed.
-  std::vector<size_t> byLast = order;
+  std::vector<size_t> byLast(blocks.size());
+  std::iota(byLast.begin(), byLast.end(), 0);
   std::stable_sort(byLast.begin(), byLast.end(),
                    [&](size_t a, size_t b) { return blocks[a].last < blocks[b].last; });
   Arena arena;
   size_t released = 0;
-  for (size_t k : order) {
+  for (size_t k = 0; k < blocks.size(); ++k) {
     for (; released < byLast.size() && blocks[byLast[released]].last < blocks[k].first; ++released)
       arena.release(offsets[byLast[released]], blocks[byLast[released]].bytes);
     offsets[k] = arena.place(blocks[k].bytes);
@@ -90,8 +88,7 @@ uint64_t placeInOrder(const std::vector<Piece> &blocks, std::vector<uint64_t> &o
 /// arena's size.
 uint64_t placeLargestFirst(const std::vector<Piece> &blocks, std::vector<uint64_t> &offsets) {
   std::vector<size_t> order(blocks.size());
-  for (size_t k = 0; k < order.size(); ++k)
-    order[k] = k;
+  std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return std::make_pair(blocks[a].bytes, blocks[b].first) >
            std::make_pair(blocks[b].bytes, blocks[a].first);

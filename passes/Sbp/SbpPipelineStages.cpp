@@ -73,6 +73,12 @@ public:
   LogicalResult run();
 
 private:
+  /// Whether `op` is of the forward: not the backward (once `backward` is
+  /// known), a boxing, a constraint, a sum over micro-batches or the return.
+  bool isForwardOp(Operation *op) const {
+    return !backward.contains(op) && !isa<BoxingOp, ConstraintOp, func::ReturnOp>(op) &&
+           !op->hasAttr(graph::GraphDialect::kAccumulateAttr);
+  }
   bool isBackwardValue(Value v) const {
     Operation *def = v.getDefiningOp();
     return def && backward.contains(def);
@@ -192,13 +198,14 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops,
     }
     return false;
   };
-  // Whether a forward op reads `v`, as it is or through boxings.
-  std::function<bool(Value)> readByForward = [&](Value v) {
+  // Whether a forward op reads `v`, as it is or through boxings; with
+  // `elsewhere`, one not among `ops`.
+  llvm::DenseSet<Operation *> here(ops.begin(), ops.end());
+  std::function<bool(Value, bool)> readByForward = [&](Value v, bool elsewhere) {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
       if (auto boxing = dyn_cast<BoxingOp>(user))
-        return readByForward(boxing.getResult());
-      return !backward.contains(user) && !isa<func::ReturnOp>(user) &&
-             !user->hasAttr(graph::GraphDialect::kAccumulateAttr);
+        return readByForward(boxing.getResult(), elsewhere);
+      return isForwardOp(user) && !(elsewhere && here.contains(user));
     });
   };
   // Whether `v` is kept for the backward: a backward op reads it, or a
@@ -208,20 +215,8 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops,
   std::function<bool(Value)> keptForBackward = [&](Value v) {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
       if (auto boxing = dyn_cast<BoxingOp>(user))
-        return !readByForward(boxing.getResult()) && keptForBackward(boxing.getResult());
+        return !readByForward(boxing.getResult(), false) && keptForBackward(boxing.getResult());
       return backward.contains(user);
-    });
-  };
-  // A value kept for the backward stays on the stages whose forward reads
-  // it (a stage's input, received), or where it is made if none other
-  // does.
-  llvm::DenseSet<Operation *> here(ops.begin(), ops.end());
-  std::function<bool(Value)> readElsewhere = [&](Value v) {
-    return llvm::any_of(v.getUsers(), [&](Operation *user) {
-      if (auto boxing = dyn_cast<BoxingOp>(user))
-        return readElsewhere(boxing.getResult());
-      return !here.contains(user) && !backward.contains(user) && !isa<func::ReturnOp>(user) &&
-             !user->hasAttr(graph::GraphDialect::kAccumulateAttr);
     });
   };
   auto stashed = [&](Value v) {
@@ -238,7 +233,9 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops,
     double made = 0;
     for (Value result : op->getResults()) {
       made += bytesOf(result) * sizes.storedShare(result);
-      if (keptForBackward(result) && !readElsewhere(result))
+      // Kept on the stages whose forward reads it (a stage's input,
+      // received), or here if no other part's does.
+      if (keptForBackward(result) && !readByForward(result, /*elsewhere=*/true))
         stashed(result);
     }
     largest = std::max(largest, made);
@@ -789,10 +786,7 @@ LogicalResult StagePlacer::run() {
     if (op.hasAttr(graph::GraphDialect::kBackwardAttr) ||
         llvm::any_of(op.getOperands(), [&](Value v) { return isBackwardValue(v); }))
       backward.insert(&op);
-  auto isForward = [&](Operation *op) {
-    return !backward.contains(op) && !isa<BoxingOp, ConstraintOp>(op) &&
-           !op->hasAttr(graph::GraphDialect::kAccumulateAttr);
-  };
+  auto isForward = [&](Operation *op) { return isForwardOp(op); };
   // Forward ops computed from inputs and constants alone (a micro-batch's
   // slice of an input, a scale, a mask) are not cut: they go where they
   // are read.

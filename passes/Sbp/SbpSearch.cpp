@@ -135,10 +135,9 @@ private:
     }
     // What planMemory says of a plan here: the fullest stage of the cut
     // --sbp-pipeline will make (by memory where the fastest would not fit).
-    search::PipelineShare pipeline = options.pipeline;
     options.cutForMemory = cutForMemory && chunks == 1;
-    if (memoryCheck && options.cutForMemory)
-      pipeline.memoryLimit = problem->cluster().memoryBytes;
+    search::PipelineShare pipeline =
+        options.pipelineWithin(memoryCheck ? problem->cluster().memoryBytes : 0);
     options.starts = takeStarts(*problem);
     // ZeRO works on the axes the plan splits the batch on. Guesses: those
     // of each start, the cheapest without ZeRO first (and of the fixed
