@@ -155,4 +155,39 @@ std::vector<double> chunkInFlight(const std::string &schedule, int64_t stages, i
   return std::vector<double>(most.begin(), most.end());
 }
 
+std::vector<std::vector<std::vector<double>>> stageHeldTogether(const std::string &schedule,
+                                                                int64_t stages, int64_t chunks,
+                                                                int64_t microBatches) {
+  const int64_t n = std::max<int64_t>(1, stages);
+  const size_t perStage = static_cast<size_t>(std::max<int64_t>(1, chunks));
+  if (stages <= 1 || schedule == "sequential")
+    return std::vector<std::vector<std::vector<double>>>(n, {std::vector<double>(perStage, 1.0)});
+  std::vector<std::vector<std::vector<double>>> together;
+  for (const std::vector<PipelineTask> &tasks :
+       pipelineOrder(schedule, stages, chunks, microBatches)) {
+    std::vector<double> now(perStage, 0.0);
+    std::vector<std::vector<double>> moments;
+    auto covers = [](const std::vector<double> &a, const std::vector<double> &b) {
+      for (size_t k = 0; k < a.size(); ++k)
+        if (a[k] < b[k])
+          return false;
+      return true;
+    };
+    for (const PipelineTask &task : tasks) {
+      size_t k = static_cast<size_t>(task.chunk / stages);
+      now[k] += task.backward ? -1 : 1;
+      if (task.backward ||
+          std::any_of(moments.begin(), moments.end(),
+                      [&](const std::vector<double> &m) { return covers(m, now); }))
+        continue;
+      moments.erase(std::remove_if(moments.begin(), moments.end(),
+                                   [&](const std::vector<double> &m) { return covers(now, m); }),
+                    moments.end());
+      moments.push_back(now);
+    }
+    together.push_back(std::move(moments));
+  }
+  return together;
+}
+
 } // namespace sbpc::sbp

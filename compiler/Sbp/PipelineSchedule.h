@@ -76,5 +76,14 @@ double firstStageInFlight(const std::string &schedule, int64_t stages, int64_t c
 /// the chunk's ops leave for their backward is held that many times.
 std::vector<double> chunkInFlight(const std::string &schedule, int64_t stages, int64_t chunks,
                                   int64_t microBatches);
+/// Per stage, what its chunks hold together: at each moment after one of
+/// its forwards, the micro-batches between forward and backward on each
+/// of its chunks ([k] on chunk s + k * stages), the moments another holds
+/// at least as much on every chunk left out. The stage's peak of what its
+/// chunks stash, stash[k] per micro-batch on chunk k, is the largest sum
+/// of held[k] * stash[k] over these (under 1F1B, {stageInFlight[s]}).
+std::vector<std::vector<std::vector<double>>> stageHeldTogether(const std::string &schedule,
+                                                                int64_t stages, int64_t chunks,
+                                                                int64_t microBatches);
 
 } // namespace sbpc::sbp

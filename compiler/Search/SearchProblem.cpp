@@ -754,6 +754,14 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     double bytes = problem.localBytes(value, std::get<1>(key));
     reshardedAt[span.first] += bytes;
     freedAfter[span.second] += bytes;
+    // A copy of a value of micro-batch 0 that its forward makes and its
+    // backward reads too (a layer's input gathered for the forward and its
+    // recomputation) is stashed with what the forward made. (A copy of a
+    // parameter all micro-batches read lives through the step once.)
+    Operation *def = value.getDefiningOp();
+    auto mark = def ? def->getAttrOfType<IntegerAttr>(sbp::kMicroBatch) : IntegerAttr();
+    if (span.first < backwardFrom && span.second >= backwardFrom && mark && mark.getInt() == 0)
+      stash += bytes;
   }
   for (auto [s, step] : llvm::enumerate(steps)) {
     auto [n, op] = step;

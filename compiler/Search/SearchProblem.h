@@ -362,7 +362,7 @@ struct AutoOptions {
   /// solveAuto sets its memoryLimit where `cutForMemory`.
   PipelineShare pipeline;
   /// Whether the stages will be cut for memory where a cut by time would
-  /// not fit (--sbp-pipeline, one chunk a stage, not by hand).
+  /// not fit (--sbp-pipeline, not by hand).
   bool cutForMemory = true;
   /// `pipeline` as planMemory takes it where plans must fit `memoryLimit`
   /// (0: unchecked): balanced for memory only where the stages will be.

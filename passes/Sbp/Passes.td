@@ -115,9 +115,9 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "under schedule=interleaved, the model chunks each stage will hold (at least 2)">,
     Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
-           "On a pipeline of one chunk a stage: the stages will be cut for memory where a "
-           "cut by time would not fit (--sbp-pipeline's balance-memory), so check stages "
-           "balanced for memory there (false: a cut by hand, whose first stage is checked)">,
+           "The stages will be cut for memory where a cut by time would not fit "
+           "(--sbp-pipeline's balance-memory), so check stages balanced for memory there "
+           "(false: a cut by hand, whose first stage is checked)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }
@@ -260,8 +260,11 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
       backward reads counts on the stage whose forward reads it, a
       parameter's states and gradient sum on the first that reads it.
       Stages fill from the last, which holds the fewest micro-batches.
-      Under `interleaved` each chunk must fit in 1/V of the device (a
-      stronger rule than its stage fitting). The function records what the
+      Under `interleaved` a stage's stash is counted at each moment of the
+      schedule, its chunks' micro-batches in flight then (not each at its
+      own most), and the chunks are bounded by a scale of 1/V of the device:
+      the fastest cut over such scales whose every stage fits. The function
+      records what the
       cut was made by and its estimates as `sbp.cut`.
     - Any other op (the backward, `graph.backward` or computed from it; sums
       over micro-batches; optimizer updates) goes where the forward values

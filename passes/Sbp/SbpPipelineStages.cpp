@@ -48,6 +48,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <array>
+#include <cmath>
 #include <functional>
 #include <queue>
 #include <set>
@@ -158,9 +159,11 @@ private:
   llvm::DenseMap<Operation *, int64_t> stage;
   size_t units_ = 0; // the most units a cut had
   /// Device memory per rank the cut keeps each stage within (0: time
-  /// alone), and per chunk the micro-batches it holds at once.
+  /// alone); per chunk the micro-batches it holds at once, and per stage
+  /// what its chunks hold together (stageHeldTogether).
   double memoryLimit;
   std::vector<double> inFlight;
+  std::vector<std::vector<std::vector<double>>> heldTogether;
   /// What the cut was made by (kFuncCut), once made.
   DictionaryAttr cutBy;
 };
@@ -357,7 +360,8 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
   // whenever any split does (a unit a split gives an earlier chunk fits a
   // later one alone). Without it the chunks fill from the first, as the
   // time bound is the same for all.
-  std::vector<double> groupSeconds, groupBytes, groupWorking;
+  // Each chunk's seconds and PartMemory as placed.
+  std::vector<double> groupSeconds, groupStep, groupStash, groupWorking;
   auto place = [&](double bound, double memoryScale, bool keep) {
     const bool fromLast = memoryScale > 0;
     const size_t n = units.size();
@@ -366,7 +370,8 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     PartMemory sum;
     size_t inGroup = 0;
     groupSeconds.assign(parts, 0);
-    groupBytes.assign(parts, 0);
+    groupStep.assign(parts, 0);
+    groupStash.assign(parts, 0);
     groupWorking.assign(parts, 0);
     for (size_t i = 0; i < n; ++i) {
       size_t u = fromLast ? n - 1 - i : i;
@@ -389,9 +394,11 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
              std::max(sum.working, memory[u].working)};
       ++inGroup;
       groupSeconds[group] = load;
-      groupBytes[group] = memoryOfGroup(sum, group);
+      groupStep[group] = sum.step;
+      groupStash[group] = sum.stash;
       groupWorking[group] = sum.working;
-      if (!keep && (load > bound || (fromLast && groupBytes[group] > memoryScale * chunkLimit)))
+      if (!keep &&
+          (load > bound || (fromLast && memoryOfGroup(sum, group) > memoryScale * chunkLimit)))
         return false;
       if (keep)
         for (size_t o = units[u].first; o < units[u].second; ++o)
@@ -411,16 +418,25 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     return high;
   };
   units_ = std::max(units_, units.size());
-  // Each stage's memory: its chunks' together, with one working set (one
+  // Each stage's memory: its chunks' for the step, their stashes at the
+  // moment they hold the most together, and one working set (one
   // backward runs at a time).
   auto stageBytes = [&] {
-    std::vector<double> onStage(stages, 0.0), working(stages, 0.0);
-    for (int64_t g = 0; g < parts; ++g) {
-      onStage[g % stages] += groupBytes[g] - groupWorking[g];
-      working[g % stages] = std::max(working[g % stages], groupWorking[g]);
+    std::vector<double> onStage(stages, 0.0);
+    for (int64_t s = 0; s < stages; ++s) {
+      double stash = 0, working = 0;
+      for (const std::vector<double> &held : heldTogether[s]) {
+        double together = 0;
+        for (int64_t k = 0; k < chunks; ++k)
+          together += held[k] * groupStash[s + k * stages];
+        stash = std::max(stash, together);
+      }
+      for (int64_t g = s; g < parts; g += stages) {
+        onStage[s] += groupStep[g];
+        working = std::max(working, groupWorking[g]);
+      }
+      onStage[s] += stash + working;
     }
-    for (int64_t s = 0; s < stages; ++s)
-      onStage[s] += working[s];
     return onStage;
   };
   auto fullest = [&] {
@@ -459,17 +475,68 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
       note("time", std::pair(timeCutBytes, timeCutSeconds));
       return success();
     }
-    double scale = 1;
-    if (!place(std::numeric_limits<double>::infinity(), 1, false)) {
-      double low = 1, high = 2;
-      for (int i = 0; i < 60 && !place(std::numeric_limits<double>::infinity(), high, false); ++i)
-        low = high, high *= 2;
-      for (int i = 0; i < 40 && high - low > 1e-6 * high; ++i) {
-        double mid = (low + high) / 2;
-        (place(std::numeric_limits<double>::infinity(), mid, false) ? high : low) = mid;
+    // The bound of each chunk at which the time cut's fullest chunk fits.
+    double timeCutScale = 0;
+    for (int64_t g = 0; g < parts; ++g)
+      timeCutScale =
+          std::max(timeCutScale,
+                   memoryOfGroup({groupStep[g], groupStash[g], groupWorking[g]}, g) / chunkLimit);
+    // Each chunk is bounded by `scale` times its share of the device (the
+    // device's, one chunk a stage). The tightest bound some split meets:
+    const double unbounded = std::numeric_limits<double>::infinity();
+    double least = 1;
+    if (!place(unbounded, least, false)) {
+      double low = least;
+      for (int i = 0; i < 60 && !place(unbounded, least, false); ++i)
+        low = least, least *= 2;
+      for (int i = 0; i < 40 && least - low > 1e-6 * least; ++i) {
+        double mid = (low + least) / 2;
+        (place(unbounded, mid, false) ? least : low) = mid;
       }
-      scale = high;
     }
+    // Bounds from there up to where the time cut is within them, the
+    // fastest cut under each (a stage's chunks are not all at their
+    // fullest at once, so a bound looser than each chunk's share may
+    // still fit the stage): the fastest whose every stage fits, or where
+    // none does the leanest.
+    std::optional<std::pair<double, double>> best; // (its slowest seconds, scale)
+    std::pair<double, double> leanest = {std::numeric_limits<double>::infinity(), least};
+    auto tryScale = [&](double scale) {
+      place(fastest(scale), scale, true);
+      double bytes = fullest(), seconds = slowest();
+      if (bytes <= memoryLimit && (!best || seconds < best->first))
+        best = std::pair(seconds, scale);
+      if (bytes < leanest.first)
+        leanest = std::pair(bytes, scale);
+      return bytes <= memoryLimit;
+    };
+    // (One chunk a stage: its share bound is the device's, which the
+    // stage fits exactly when the chunk does.)
+    if (chunks == 1) {
+      tryScale(std::max(least, 1.0));
+    } else {
+      // Samples spaced evenly in ratio, then bisection from the loosest
+      // that fits towards the next.
+      const int samples = 16;
+      const double loosest = std::max(least, timeCutScale);
+      std::vector<double> scales;
+      std::vector<bool> fits;
+      for (int i = 0; i <= samples; ++i) {
+        scales.push_back(least * std::pow(loosest / least, static_cast<double>(i) / samples));
+        fits.push_back(tryScale(scales.back()));
+      }
+      for (int i = samples - 1; i >= 0; --i) {
+        if (!fits[i] || fits[i + 1])
+          continue;
+        double low = scales[i], high = scales[i + 1];
+        for (int k = 0; k < 20 && high - low > 1e-3 * high; ++k) {
+          double mid = (low + high) / 2;
+          (tryScale(mid) ? low : high) = mid;
+        }
+        break;
+      }
+    }
+    double scale = best ? best->second : leanest.second;
     place(fastest(scale), scale, true);
     // (Bisection's bounds are a hair apart: the time cut stays where the
     // balanced one is no leaner.)
@@ -499,8 +566,6 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
   if (record && next == starts.size()) {
     // What the hand's cut takes, for the report.
     groupSeconds.assign(parts, 0);
-    groupBytes.assign(parts, 0);
-    groupWorking.assign(parts, 0);
     std::vector<PartMemory> sums(parts);
     for (size_t u = 0; u < units.size(); ++u) {
       int64_t g = stage.lookup(ops[units[u].first]);
@@ -508,8 +573,12 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
       sums[g] = {sums[g].step + memory[u].step, sums[g].stash + memory[u].stash,
                  std::max(sums[g].working, memory[u].working)};
     }
+    groupStep.assign(parts, 0);
+    groupStash.assign(parts, 0);
+    groupWorking.assign(parts, 0);
     for (int64_t g = 0; g < parts; ++g) {
-      groupBytes[g] = memoryOfGroup(sums[g], g);
+      groupStep[g] = sums[g].step;
+      groupStash[g] = sums[g].stash;
       groupWorking[g] = sums[g].working;
     }
     note("hand", std::nullopt);
@@ -813,10 +882,13 @@ LogicalResult StagePlacer::run() {
                                                 std::max<int64_t>(1, batches.size()));
       !error.empty())
     return fn.emitOpError() << "cannot be put on " << stages << " pipeline stages: " << error;
-  // What each chunk holds at once, for the cut's memory.
+  // What each chunk and stage holds at once, for the cut's memory.
+  int64_t microBatches = std::max<int64_t>(1, batches.size());
   inFlight = batches.empty() ? std::vector<double>(parts, 1.0)
-                             : chunkInFlight(schedule.str(), stages, chunks,
-                                             static_cast<int64_t>(batches.size()));
+                             : chunkInFlight(schedule.str(), stages, chunks, microBatches);
+  heldTogether = batches.empty() ? std::vector<std::vector<std::vector<double>>>(
+                                       stages, {std::vector<double>(chunks, 1.0)})
+                                 : stageHeldTogether(schedule.str(), stages, chunks, microBatches);
   if (batches.empty()) {
     std::vector<Operation *> forward;
     for (Operation &op : body.without_terminator())
@@ -938,7 +1010,7 @@ LogicalResult StagePlacer::run() {
       floating.push_back(&op);
     }
   }
-  splitFarSums(std::max<int64_t>(1, static_cast<int64_t>(batches.size())), gradientOnly);
+  splitFarSums(microBatches, gradientOnly);
   improve(gradientOnly);
   // Boxings and constants: the lowest stage of their users (its lowest
   // chunk there), last first so that a chain of boxings follows its

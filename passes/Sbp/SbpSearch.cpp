@@ -135,7 +135,7 @@ private:
     }
     // What planMemory says of a plan here: the fullest stage of the cut
     // --sbp-pipeline will make (by memory where the fastest would not fit).
-    options.cutForMemory = cutForMemory && chunks == 1;
+    options.cutForMemory = cutForMemory;
     search::PipelineShare pipeline =
         options.pipelineWithin(memoryCheck ? problem->cluster().memoryBytes : 0);
     options.starts = takeStarts(*problem);

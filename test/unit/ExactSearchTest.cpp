@@ -507,9 +507,8 @@ TEST_F(ExactSearchTest, MicroBatchCopiesThatReadOtherwiseStayFree) {
   EXPECT_EQ(problem->nodes()[problem->nodeOf(ops[2])].weight, 1.0);
 }
 
-TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
-  // Micro-batch 0's forward leaves %h0 and %y0 for its backward (%g0).
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
+/// Micro-batch 0's forward leaves %h0 and %y0 for its backward (%g0).
+constexpr const char *kForwardAndBackward = R"(
     func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
                  %w: tensor<64x64xf32> {graph.param = "w"}) -> tensor<64x64xf32> {
       %h0 = graph.matmul %x, %w {sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
@@ -517,15 +516,14 @@ TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
       %g0 = graph.mul %y0, %h0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
       return %g0 : tensor<64x64xf32>
     }
-  )",
-                                                             &ctx);
+  )";
+
+TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kForwardAndBackward, &ctx);
   ASSERT_TRUE(module);
   auto fn = *module->getOps<func::FuncOp>().begin();
-  std::string error;
-  Cluster cluster = *loadCluster("dgx-h100-cluster", error);
-  sbprt::Mesh mesh{{"x"}, {1}};
-  sbp::BoxingPlans plans(mesh, cluster);
-  FailureOr<search::SearchProblem> problem = search::SearchProblem::build(fn, mesh, cluster, plans);
+  Plans plans({{"x"}, {1}});
+  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
   ASSERT_TRUE(succeeded(problem));
   std::vector<size_t> plan(problem->nodes().size(), 0);
   auto memory = [&](int64_t stages, std::vector<double> inFlight, double limit) {
@@ -555,6 +553,100 @@ TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
   EXPECT_GT(balanced, four);
   // Equal stages in flight: nothing to balance.
   EXPECT_NEAR(memory(4, {2, 2, 2, 2}, 1), memory(4, {2, 2, 2, 2}, 0), 1e-9 * four);
+}
+
+TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
+  // Plans where the matmul stores %h0 in one layout and the relu (of the
+  // forward) and the mul (of the backward) read it in another: under a
+  // pipeline the copy waits for the backward with %h0 and %y0, once per
+  // micro-batch in flight (as a layer's input gathered for the forward
+  // and kept for the recomputation).
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kForwardAndBackward, &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  Plans plans({{"x"}, {2}});
+  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
+  ASSERT_TRUE(succeeded(problem));
+  std::vector<Operation *> ops;
+  for (Operation &op : fn.getBody().front().without_terminator())
+    ops.push_back(&op);
+  size_t matmul = problem->nodeOf(ops[0]), relu = problem->nodeOf(ops[1]),
+         mul = problem->nodeOf(ops[2]);
+  const auto &nodes = problem->nodes();
+  std::vector<size_t> plan(nodes.size(), 0);
+  int found = 0;
+  for (size_t m = 0; m < nodes[matmul].numChoices(); ++m)
+    for (size_t r = 0; r < nodes[relu].numChoices(); ++r)
+      for (size_t g = 0; g < nodes[mul].numChoices(); ++g) {
+        int stored = nodes[matmul].outputLayout(m, 0), copy = nodes[relu].inputLayout(r, 0);
+        if (stored == copy || nodes[mul].inputLayout(g, 1) != copy ||
+            nodes[mul].inputLayout(g, 0) != nodes[relu].outputLayout(r, 0))
+          continue;
+        plan[matmul] = m, plan[relu] = r, plan[mul] = g;
+        ++found;
+        double stash = 4 * (search::planMemory(*problem, plan, {4, {2, 2, 2, 2}, 0}) -
+                            search::planMemory(*problem, plan, {4, {1, 1, 1, 1}, 0}));
+        double kept = problem->localBytes(ops[0]->getResult(0), stored) +
+                      problem->localBytes(ops[0]->getResult(0), copy) +
+                      problem->localBytes(ops[1]->getResult(0), nodes[relu].outputLayout(r, 0));
+        EXPECT_NEAR(stash, kept, 1e-9 * kept)
+            << sbprt::toString(problem->layout(stored)) << " read as "
+            << sbprt::toString(problem->layout(copy));
+      }
+  EXPECT_GT(found, 0);
+}
+
+TEST_F(ExactSearchTest, PipelineStashLeavesOutCopiesOfParameters) {
+  // Both micro-batches' forwards and backwards read %w: where they read
+  // it in another layout than it is stored in, one copy serves the whole
+  // step, held once, not once per micro-batch in flight. The stash is
+  // micro-batch 0's %h0 alone.
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
+    func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
+                 %w: tensor<64x64xf32> {graph.param = "w"}) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+      %h0 = graph.matmul %x, %w {sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %g0 = graph.matmul %h0, %w {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %h1 = graph.matmul %x, %w {sbp.micro_batch = 1 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %g1 = graph.matmul %h1, %w {graph.backward, sbp.micro_batch = 1 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      return %g0, %g1 : tensor<64x64xf32>, tensor<64x64xf32>
+    }
+  )",
+                                                             &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  Plans plans({{"x"}, {2}});
+  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
+  ASSERT_TRUE(succeeded(problem));
+  std::vector<Operation *> ops;
+  for (Operation &op : fn.getBody().front().without_terminator())
+    ops.push_back(&op);
+  const auto &nodes = problem->nodes();
+  size_t forward = problem->nodeOf(ops[0]), backward = problem->nodeOf(ops[1]);
+  ASSERT_EQ(problem->nodeOf(ops[2]), forward); // micro-batch 1's, tied to 0's
+  size_t weight = nodes.size();
+  for (auto [n, node] : llvm::enumerate(nodes))
+    if (!node.op && node.argument == fn.getArgument(1))
+      weight = n;
+  ASSERT_LT(weight, nodes.size());
+  std::vector<size_t> plan(nodes.size(), 0);
+  int found = 0;
+  for (size_t c = 0; c < nodes[weight].numChoices(); ++c)
+    for (size_t f = 0; f < nodes[forward].numChoices(); ++f)
+      for (size_t b = 0; b < nodes[backward].numChoices(); ++b) {
+        int stored = nodes[weight].outputLayout(c, 0), read = nodes[forward].inputLayout(f, 1);
+        if (stored == read || nodes[backward].inputLayout(b, 1) != read ||
+            nodes[backward].inputLayout(b, 0) != nodes[forward].outputLayout(f, 0))
+          continue;
+        plan[weight] = c, plan[forward] = f, plan[backward] = b;
+        ++found;
+        double stash = 4 * (search::planMemory(*problem, plan, {4, {2, 2, 2, 2}, 0}) -
+                            search::planMemory(*problem, plan, {4, {1, 1, 1, 1}, 0}));
+        double kept = problem->localBytes(ops[0]->getResult(0), nodes[forward].outputLayout(f, 0));
+        EXPECT_NEAR(stash, kept, 1e-9 * kept)
+            << sbprt::toString(problem->layout(stored)) << " read as "
+            << sbprt::toString(problem->layout(read));
+      }
+  EXPECT_GT(found, 0);
 }
 
 } // namespace

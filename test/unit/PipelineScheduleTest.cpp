@@ -199,6 +199,48 @@ TEST(PipelineSchedule, StageAndChunkInFlight) {
       }
 }
 
+TEST(PipelineSchedule, StageHeldTogether) {
+  // One chunk a stage: one moment, the stage's most.
+  using Moments = std::vector<std::vector<double>>;
+  EXPECT_EQ(stageHeldTogether("1f1b", 4, 1, 8), (std::vector<Moments>{{{4}}, {{3}}, {{2}}, {{1}}}));
+  EXPECT_EQ(stageHeldTogether("sequential", 2, 1, 4), (std::vector<Moments>{{{1}}, {{1}}}));
+  // Interleaved: at a stage's fullest its chunks hold what stageInFlight
+  // says together, each no more than its own most, and no moment's
+  // chunks all hold as much as another's (else it is left out). The
+  // chunks' own mosts do not come at once: summing them overcounts.
+  for (auto [stages, chunks, microBatches] :
+       {std::array<int64_t, 3>{4, 2, 8}, {2, 3, 4}, {2, 2, 8}, {8, 2, 64}}) {
+    std::vector<Moments> together = stageHeldTogether("interleaved", stages, chunks, microBatches);
+    std::vector<double> stage = stageInFlight("interleaved", stages, chunks, microBatches);
+    std::vector<double> chunk = chunkInFlight("interleaved", stages, chunks, microBatches);
+    ASSERT_EQ(together.size(), static_cast<size_t>(stages));
+    bool overcounts = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      double most = 0, ownMosts = 0;
+      for (int64_t k = 0; k < chunks; ++k)
+        ownMosts += chunk[s + k * stages];
+      for (const std::vector<double> &held : together[s]) {
+        ASSERT_EQ(held.size(), static_cast<size_t>(chunks));
+        double sum = 0;
+        for (int64_t k = 0; k < chunks; ++k) {
+          EXPECT_GE(held[k], 0);
+          EXPECT_LE(held[k], chunk[s + k * stages]);
+          sum += held[k];
+        }
+        most = std::max(most, sum);
+        for (const std::vector<double> &other : together[s])
+          if (&other != &held) {
+            EXPECT_FALSE(std::equal(held.begin(), held.end(), other.begin(),
+                                    [](double a, double b) { return a <= b; }));
+          }
+      }
+      EXPECT_EQ(most, stage[s] * chunks) << "stage " << s;
+      overcounts |= ownMosts > most;
+    }
+    EXPECT_TRUE(overcounts) << "S=" << stages << " V=" << chunks << " M=" << microBatches;
+  }
+}
+
 TEST(PipelineSchedule, Errors) {
   EXPECT_NE(pipelineScheduleError("zigzag", 2, 1, 4).find("1f1b, interleaved, gpipe or sequential"),
             std::string::npos);
