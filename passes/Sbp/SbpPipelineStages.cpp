@@ -484,11 +484,11 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     // Each chunk is bounded by `scale` times its share of the device (the
     // device's, one chunk a stage). The tightest bound some split meets:
     const double unbounded = std::numeric_limits<double>::infinity();
-    double least = 1;
-    if (!place(unbounded, least, false)) {
-      double low = least;
-      for (int i = 0; i < 60 && !place(unbounded, least, false); ++i)
-        low = least, least *= 2;
+    // (None below 1 is sought: a chunk within its share fits.)
+    double least = 1, low = 0;
+    for (int i = 0; i < 60 && !place(unbounded, least, false); ++i)
+      low = least, least *= 2;
+    if (low > 0) {
       for (int i = 0; i < 40 && least - low > 1e-6 * least; ++i) {
         double mid = (low + least) / 2;
         (place(unbounded, mid, false) ? least : low) = mid;
@@ -512,13 +512,15 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     };
     // (One chunk a stage: its share bound is the device's, which the
     // stage fits exactly when the chunk does.)
-    if (chunks == 1) {
-      tryScale(std::max(least, 1.0));
+    // Nor is there anything between where the time cut is already
+    // within the tightest bound.
+    const double loosest = std::max(least, timeCutScale);
+    if (chunks == 1 || loosest <= least) {
+      tryScale(least);
     } else {
       // Samples spaced evenly in ratio, then bisection from the loosest
       // that fits towards the next.
       const int samples = 16;
-      const double loosest = std::max(least, timeCutScale);
       std::vector<double> scales;
       std::vector<bool> fits;
       for (int i = 0; i <= samples; ++i) {
