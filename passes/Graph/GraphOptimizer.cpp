@@ -86,7 +86,13 @@ LogicalResult addOptimizer(func::FuncOp fn, const Settings &settings) {
     step = addParam(RankedTensorType::get({}, b.getF32Type()), "optimizer.step", nullptr);
     auto one = b.create<ConstantOp>(
         loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), 1.0f));
-    next.push_back({b.create<AddOp>(loc, step, one), "optimizer.step", nullptr});
+    auto increment = b.create<AddOp>(loc, step, one);
+    // Not the forward's: --sbp-pipeline would cut it as a forward op that
+    // reads a parameter, after the last block, and put every update that
+    // reads the step on the last stage.
+    for (Operation *op : {one.getOperation(), increment.getOperation()})
+      op->setAttr(GraphDialect::kBackwardAttr, b.getUnitAttr());
+    next.push_back({increment, "optimizer.step", nullptr});
   }
   for (auto [outputGrad, param, name] : updates) {
     // The update runs in the parameter's type, and so do its results: a

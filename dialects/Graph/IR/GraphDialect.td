@@ -58,7 +58,8 @@ def Graph_Dialect : Dialect {
       (`--sbp-micro-batches`: a gradient, the loss); `--exec-bf16` keeps it
       in f32, so gradient accumulation does not round at every micro-batch.
     - `graph.backward`: an op of the backward pass (`--graph-autodiff` marks
-      every op it makes, recomputed ones included); `--sbp-pipeline` places
+      every op it makes, recomputed ones included; `--graph-optimizer` its
+      step counter's increment); `--sbp-pipeline` places
       the forward ops on stages and the backward ones beside the forward
       values they use.
   }];
