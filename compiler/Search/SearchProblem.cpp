@@ -8,6 +8,8 @@
 
 #include "llvm/ADT/bit.h"
 
+#include <numeric>
+
 using namespace mlir;
 
 namespace sbpc::search {
@@ -640,6 +642,51 @@ static bool isParameterGradient(Value value) {
   });
 }
 
+/// Per step, the block --sbp-pipeline places it with when it cuts (-1 for
+/// steps it does not cut): runs of micro-batch 0's forward ops of one
+/// graph.region, each op outside a region alone. Not cut: the backward
+/// (ops marked so and those computed from them), sums over micro-batches,
+/// ops computed from inputs and constants alone, and joins stored as their
+/// pieces are made.
+static std::vector<int> forwardBlocks(SearchProblem &problem) {
+  const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
+  func::FuncOp fn = problem.function();
+  std::vector<int> blockOf(steps.size(), -1);
+  llvm::DenseSet<Operation *> backward, fromInputs;
+  int blocks = 0;
+  StringAttr previous;
+  for (auto [s, step] : llvm::enumerate(steps)) {
+    Operation *op = step.second;
+    if (op->hasAttr(graph::GraphDialect::kBackwardAttr) ||
+        llvm::any_of(op->getOperands(), [&](Value v) {
+          return v.getDefiningOp() && backward.contains(v.getDefiningOp());
+        })) {
+      backward.insert(op);
+      continue;
+    }
+    auto mark = op->getAttrOfType<IntegerAttr>(sbp::kMicroBatch);
+    if (isa<sbp::ConstraintOp>(op) || op->hasAttr(graph::GraphDialect::kAccumulateAttr) ||
+        (mark && mark.getInt() != 0))
+      continue;
+    if (llvm::all_of(op->getOperands(), [&](Value v) {
+          if (auto arg = dyn_cast<BlockArgument>(v))
+            return !!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
+          return fromInputs.contains(v.getDefiningOp());
+        })) {
+      fromInputs.insert(op);
+      continue;
+    }
+    if (sbp::storedJoinOf(op, /*checkLayouts=*/false))
+      continue;
+    auto region = op->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
+    if (!region || region != previous)
+      ++blocks;
+    previous = region;
+    blockOf[s] = blocks - 1;
+  }
+  return blockOf;
+}
+
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline) {
   double inFlight = 1; // the most any stage holds
@@ -662,12 +709,14 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   auto fuses = [&](unsigned core) { return static_cast<bool>(fusing[core]); };
   const graph::FusedAttention *attention = problem.sizes().attention();
   double arguments = 0;
+  llvm::DenseMap<Value, double> argumentBytes;
   for (BlockArgument arg : problem.function().getArguments())
     if (std::optional<int> fixed = problem.fixedLayoutId(arg))
-      arguments += problem.localBytes(arg, *fixed);
+      arguments += argumentBytes[arg] = problem.localBytes(arg, *fixed);
   for (auto [n, node] : llvm::enumerate(problem.nodes()))
     if (!node.op)
-      arguments += problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
+      arguments += argumentBytes[node.argument] =
+          problem.localBytes(node.argument, node.outputLayout(choice[n], 0));
   // Op by op in program order, a tied micro-batch copy laid out as its
   // node: what each defines, live until its last use.
   const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
@@ -686,6 +735,26 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
         break;
       }
   double stash = 0;
+  // For a cut for memory, the whole blocks --sbp-pipeline cuts: each step
+  // of micro-batch 0's forward in one (-1: none), with the arguments its
+  // steps read first and the stash they make.
+  const bool byBlocks = pipeline.stages > 1 && pipeline.memoryLimit > 0 && pipeline.chunks == 1;
+  std::vector<int> blockOf = byBlocks ? forwardBlocks(problem) : std::vector<int>();
+  int64_t blocks = blockOf.empty() ? 0 : *std::max_element(blockOf.begin(), blockOf.end()) + 1;
+  std::vector<double> blockArguments(blocks, 0.0), blockStash(blocks, 0.0);
+  auto stashOf = [&](Operation *op, double bytes) {
+    stash += bytes;
+    if (blocks && op && blockOf[problem.stepOf(op)] >= 0)
+      blockStash[blockOf[problem.stepOf(op)]] += bytes;
+  };
+  if (blocks) {
+    llvm::DenseSet<Value> counted;
+    for (auto [s, step] : llvm::enumerate(steps))
+      if (blockOf[s] >= 0)
+        for (Value operand : step.second->getOperands())
+          if (isa<BlockArgument>(operand) && counted.insert(operand).second)
+            blockArguments[blockOf[s]] += argumentBytes.lookup(operand);
+  }
   // A join of micro-batch pieces goes where the plan lays each piece out
   // as the result (sbp::StoredJoin); where it does not, the join runs and
   // holds every piece until it reads them.
@@ -761,7 +830,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     Operation *def = value.getDefiningOp();
     auto mark = def ? def->getAttrOfType<IntegerAttr>(sbp::kMicroBatch) : IntegerAttr();
     if (span.first < backwardFrom && span.second >= backwardFrom && mark && mark.getInt() == 0)
-      stash += bytes;
+      stashOf(def, bytes);
   }
   for (auto [s, step] : llvm::enumerate(steps)) {
     auto [n, op] = step;
@@ -784,7 +853,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
         last = std::max(last, until->second);
       freedAfter[last] += bytes;
       if (s < backwardFrom && last >= backwardFrom && firstOfBatch(op))
-        stash += bytes;
+        stashOf(op, bytes);
       if (op->hasAttr(graph::GraphDialect::kBackwardAttr) && !isParameterGradient(result)) {
         liveBackward += bytes;
         backwardFreedAfter[last] += bytes;
@@ -805,18 +874,69 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   double n = static_cast<double>(pipeline.stages);
   double shared = arguments + peak - backwardAtPeak;
   double byTime = (shared + (inFlight - 1) * stash) / n + backwardAtPeak;
-  if (pipeline.memoryLimit <= 0 || byTime <= pipeline.memoryLimit)
+  if (pipeline.memoryLimit <= 0)
     return byTime;
-  // Cut for memory: stage s takes the share x_s of the model at which
-  // x_s * (shared + (held_s - 1) * stash) is the same on every stage.
-  double inverse = 0;
-  for (int64_t s = 0; s < pipeline.stages; ++s) {
-    double held = s < static_cast<int64_t>(pipeline.inFlight.size())
-                      ? std::max(pipeline.inFlight[s], 1.0)
-                      : 1.0;
-    inverse += 1 / (shared + (held - 1) * stash);
+  std::vector<double> held;
+  for (int64_t s = 0; s < pipeline.stages; ++s)
+    held.push_back(s < static_cast<int64_t>(pipeline.inFlight.size())
+                       ? std::max(pipeline.inFlight[s], 1.0)
+                       : 1.0);
+  if (blocks >= pipeline.stages) {
+    // Whole blocks: what no block's steps read first (optimizer states,
+    // gradient sums, the rest of the peak) in proportion to the arguments
+    // each reads first; a stash made outside the blocks in proportion to
+    // theirs. The cut by time where it fits (and so, blocks or not, where
+    // some cut does: its stages near 1/N each), else the leanest.
+    auto spread = [&](const std::vector<double> &parts, double whole) {
+      double sum = std::accumulate(parts.begin(), parts.end(), 0.0);
+      std::vector<double> spread;
+      for (double part : parts)
+        spread.push_back(part +
+                         std::max(whole - sum, 0.0) * (sum > 0 ? part / sum : 1.0 / parts.size()));
+      return spread;
+    };
+    double leanest =
+        leanestWholeCut(spread(blockArguments, shared - stash), spread(blockStash, stash), held) +
+        backwardAtPeak;
+    return byTime <= pipeline.memoryLimit && leanest <= pipeline.memoryLimit ? byTime : leanest;
   }
+  if (byTime <= pipeline.memoryLimit)
+    return byTime;
+  // Cut for memory, chunks of a stage apart: stage s takes the share x_s
+  // of the model at which x_s * (shared + (held_s - 1) * stash) is the
+  // same on every stage.
+  double inverse = 0;
+  for (double h : held)
+    inverse += 1 / (shared + (h - 1) * stash);
   return 1 / inverse + backwardAtPeak;
+}
+
+double leanestWholeCut(llvm::ArrayRef<double> step, llvm::ArrayRef<double> stash,
+                       llvm::ArrayRef<double> held) {
+  const size_t units = step.size(), stages = held.size();
+  const double infinity = std::numeric_limits<double>::infinity();
+  if (units < stages || stages == 0)
+    return infinity;
+  std::vector<double> stepBefore(units + 1, 0.0), stashBefore(units + 1, 0.0);
+  for (size_t u = 0; u < units; ++u) {
+    stepBefore[u + 1] = stepBefore[u] + step[u];
+    stashBefore[u + 1] = stashBefore[u] + stash[u];
+  }
+  // fullest[j]: the leanest cut of units [0, j) into the stages so far.
+  std::vector<double> fullest(units + 1, infinity), next;
+  fullest[0] = 0;
+  for (size_t s = 0; s < stages; ++s) {
+    next.assign(units + 1, infinity);
+    // (Each stage takes a unit, and leaves one for each stage after it.)
+    for (size_t j = s + 1; j + (stages - 1 - s) <= units; ++j)
+      for (size_t i = s; i < j; ++i)
+        if (fullest[i] < infinity)
+          next[j] = std::min(next[j],
+                             std::max(fullest[i], stepBefore[j] - stepBefore[i] +
+                                                      held[s] * (stashBefore[j] - stashBefore[i])));
+    fullest.swap(next);
+  }
+  return fullest[units];
 }
 
 std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,

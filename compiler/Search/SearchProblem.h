@@ -301,16 +301,31 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// The cut balances time, x = 1/N, so the first stage, which holds the
 /// most micro-batches, is the fullest; where that exceeds
 /// `pipeline.memoryLimit` (> 0), --sbp-pipeline cuts for memory instead,
-/// every stage as full as the others (x inversely proportional to what a
-/// whole model would hold there), and that is the estimate.
+/// and the estimate is the leanest cut's fullest stage. That cut is of
+/// whole blocks as --sbp-pipeline makes them (runs of micro-batch 0's
+/// forward ops of one graph.region): each block holds the arguments its
+/// ops read first, the stash its ops make, and the rest of the step
+/// (optimizer states, gradient sums) in proportion to its arguments.
+/// Under the interleaved schedule (`chunks` > 1) the stages are as full
+/// as each other instead (x inversely proportional to what a whole model
+/// would hold there).
 struct PipelineShare {
   int64_t stages = 1;
   /// Per stage; fractional under the interleaved schedule (empty: 1).
   std::vector<double> inFlight;
   double memoryLimit = 0;
+  /// Model chunks a stage holds (the interleaved schedule's V).
+  int64_t chunks = 1;
 };
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline = {});
+
+/// The leanest cut of units (blocks, in order) into `held.size()` stages,
+/// none empty: the least, over every such cut, of its fullest stage's
+/// bytes, a stage s of units U holding sum(step[U]) + held[s] *
+/// sum(stash[U]). Infinite where there are fewer units than stages.
+double leanestWholeCut(llvm::ArrayRef<double> step, llvm::ArrayRef<double> stash,
+                       llvm::ArrayRef<double> held);
 
 /// Limits of the exact solver: the largest table one elimination may
 /// build, all tables together (entries, 8 bytes each), and the entries

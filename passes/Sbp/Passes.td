@@ -73,8 +73,11 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       holds before their backwards, over `chunks`; GPipe: all of them;
       sequential: one), and what the backward has live at
       the peak but parameters' gradients (one block's working set, which
-      every stage has) counts whole. An estimate before the cut: the report's per-stage peaks are
-      those of the stages as cut.
+      every stage has) counts whole. Where that would not fit and the
+      stages will be cut for memory (`cut-for-memory`), the check is of
+      the leanest cut of whole blocks instead, each stage holding its own
+      micro-batches. An estimate before the cut: the report's per-stage
+      peaks are those of the stages as cut.
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will
     make it, time and memory: the updates split on the data-parallel axes
@@ -116,8 +119,9 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "under schedule=interleaved, the model chunks each stage will hold (at least 2)">,
     Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
            "The stages will be cut for memory where a cut by time would not fit "
-           "(--sbp-pipeline's balance-memory), so check stages balanced for memory there "
-           "(false: a cut by hand, whose first stage is checked)">,
+           "(--sbp-pipeline's balance-memory), so check the leanest cut of whole blocks there "
+           "(interleaved: stages balanced for memory; false: a cut by hand, whose first stage "
+           "is checked)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

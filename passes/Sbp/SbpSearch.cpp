@@ -132,6 +132,7 @@ private:
           !error.empty())
         return fn.emitError() << "sbp-search: " << error;
       options.pipeline.inFlight = stageInFlight(schedule, stages, chunks, microBatches);
+      options.pipeline.chunks = schedule == "interleaved" ? chunks : 1;
     }
     // What planMemory says of a plan here: the fullest stage of the cut
     // --sbp-pipeline will make (by memory where the fastest would not fit).

@@ -555,6 +555,26 @@ TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
   EXPECT_NEAR(memory(4, {2, 2, 2, 2}, 1), memory(4, {2, 2, 2, 2}, 0), 1e-9 * four);
 }
 
+TEST(LeanestWholeCut, TakesTheLeanestCutOfWholeUnits) {
+  // Two stages, the first holding two micro-batches: units 0 | 1 2 3
+  // need max(1 + 2 * 1, 3 + 3) = 6, 0 1 | 2 3 need max(4, 5) = 5 and
+  // 0 1 2 | 3 max(5, 4) = 5; balanced shares would need less.
+  std::vector<double> step = {1, 1, 1, 1}, stash = {1, 0, 0, 3};
+  EXPECT_DOUBLE_EQ(search::leanestWholeCut(step, stash, {2, 1}), 5);
+  // One stage holds all; every stage holds a unit.
+  EXPECT_DOUBLE_EQ(search::leanestWholeCut(step, stash, {3}), 4 + 3 * 4);
+  EXPECT_DOUBLE_EQ(search::leanestWholeCut(step, stash, {1, 1, 1, 1}), 4);
+  EXPECT_EQ(search::leanestWholeCut(step, stash, {1, 1, 1, 1, 1}),
+            std::numeric_limits<double>::infinity());
+  // A heavy unit last: the later stages, holding fewer micro-batches,
+  // take it, however many stages.
+  std::vector<double> heavy = {1, 1, 1, 1, 1, 1, 10};
+  std::vector<double> none(heavy.size(), 0.0);
+  EXPECT_DOUBLE_EQ(search::leanestWholeCut(heavy, none, {3, 2, 1}), 10);
+  EXPECT_DOUBLE_EQ(search::leanestWholeCut(none, heavy, {3, 2, 1}), 10);
+  EXPECT_DOUBLE_EQ(search::leanestWholeCut(none, heavy, {1, 2, 3}), 30);
+}
+
 TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
   // Plans where the matmul stores %h0 in one layout and the relu (of the
   // forward) and the mul (of the backward) read it in another: under a
