@@ -411,6 +411,18 @@ public:
                                           << "is placed on pipeline stages, but its mesh "
                                              "already has an axis named '"
                                           << kPipelineAxis << "'";
+                                 // (The programs' mesh is the stages' by the
+                                 // function's: it must be one sbpc runs.)
+                                 if (stages > 1) {
+                                   sbprt::Mesh whole = context.meshOp.toMesh();
+                                   whole.axes.insert(whole.axes.begin(), kPipelineAxis.str());
+                                   whole.shape.insert(whole.shape.begin(), stages);
+                                   if (std::string problem = sbprt::checkMesh(whole);
+                                       !problem.empty())
+                                     return fn.emitOpError()
+                                            << "cannot run " << stages
+                                            << " pipeline stages: their mesh " << problem;
+                                 }
                                  if (pipelineStages && *pipelineStages != stages)
                                    return fn.emitOpError()
                                           << "has " << stages << " pipeline stages, another "

@@ -94,3 +94,13 @@ func.func @h(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
 
+// -----
+
+// Stages the programs' mesh could not hold are refused, not built one by
+// one (2^63 - 1 of them hung).
+sbp.mesh @m axes ["a"] shape [2]
+// expected-error @+1 {{'func.func' op cannot run 9223372036854775807 pipeline stages: their mesh has more than 16777216 devices}}
+func.func @many(%x: tensor<4xf32> {graph.input = "x"}) -> tensor<4xf32> attributes {sbp.stages = 9223372036854775807 : i64} {
+  return %x : tensor<4xf32>
+}
+

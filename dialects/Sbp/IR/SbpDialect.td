@@ -25,11 +25,20 @@ def Sbp_Dialect : Dialect {
 
     An nd-SBP has one of these per mesh axis: `[S(0), S(1)]` on a
     `(dp, tp)` mesh splits dimension 0 over `dp` and dimension 1 over `tp`.
+
+    The passes write, and the dialect verifies, these attributes: on an
+    op, `sbp.operand_layouts` and `sbp.result_layouts` (one nd-SBP per
+    operand and per result) and `sbp.stage` (its pipeline stage, from 0);
+    on a function, `sbp.stages` (how many, at least 1; every op's
+    `sbp.stage` below it) and `sbp.layout` on an argument (an nd-SBP).
   }];
   let useDefaultAttributePrinterParser = 1;
   // sbp.layout on an argument must be an nd-SBP: a seed of another kind
   // was silently ignored.
   let hasRegionArgAttrVerify = 1;
+  // So are the layouts, stages and stage an op or function carries: passes
+  // read them as such.
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

@@ -27,6 +27,44 @@ LogicalResult SbpDialect::verifyRegionArgAttribute(Operation *op, unsigned regio
   return success();
 }
 
+LogicalResult SbpDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  // (The names compiler/Sbp/ValueLayouts.h gives them.)
+  if (name == "sbp.operand_layouts" || name == "sbp.result_layouts") {
+    bool operands = name == "sbp.operand_layouts";
+    size_t count = operands ? op->getNumOperands() : op->getNumResults();
+    auto layouts = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!layouts || layouts.size() != count ||
+        !llvm::all_of(layouts, [](Attribute a) { return isa<NdSbpAttr>(a); }))
+      return op->emitOpError() << "'" << name << "' must hold one nd-SBP like #sbp.nd<[S(0), B]> "
+                               << "per " << (operands ? "operand" : "result") << " (" << count
+                               << "), got " << attr.getValue();
+    return success();
+  }
+  if (name == "sbp.stages") {
+    auto stages = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stages || stages.getValue().getSignificantBits() > 64 || stages.getInt() < 1)
+      return op->emitOpError() << "'sbp.stages' must be a positive integer, got "
+                               << attr.getValue();
+    return success();
+  }
+  if (name == "sbp.stage") {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || stage.getValue().getSignificantBits() > 64 || stage.getInt() < 0)
+      return op->emitOpError() << "'sbp.stage' must be a stage number (0, 1, ...), got "
+                               << attr.getValue();
+    Operation *fn = op->getParentOp();
+    while (fn && !fn->hasAttr("sbp.stages"))
+      fn = fn->getParentOp();
+    auto stages = fn ? dyn_cast<IntegerAttr>(fn->getAttr("sbp.stages")) : IntegerAttr();
+    if (stages && stage.getInt() >= stages.getInt())
+      return op->emitOpError() << "'sbp.stage' " << stage.getInt() << " is not one of its "
+                               << "function's " << stages.getInt() << " stages";
+    return success();
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MeshOp
 //===----------------------------------------------------------------------===//

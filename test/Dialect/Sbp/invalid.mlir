@@ -183,3 +183,52 @@ func.func @partial_indices(%t: tensor<8xi64>) {
 func.func @string_seed(%x: tensor<4xf32> {sbp.layout = "S(0)"}) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// Tests that an op's layouts are one nd-SBP per operand and result: passes
+// read them as such (an integer among them crashed --sbp-spmdize and
+// --sbp-pipeline).
+sbp.mesh @m axes ["dp"] shape [2]
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @m} {
+  // expected-error @+1 {{'graph.relu' op 'sbp.result_layouts' must hold one nd-SBP like #sbp.nd<[S(0), B]> per result (1), got [3]}}
+  %0 = graph.relu %x {sbp.operand_layouts = [#sbp.nd<[S(0)]>], sbp.result_layouts = [3]} : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+sbp.mesh @m axes ["dp"] shape [2]
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @m} {
+  // expected-error @+1 {{'sbp.operand_layouts' must hold one nd-SBP like #sbp.nd<[S(0), B]> per operand (1), got []}}
+  %0 = graph.relu %x {sbp.operand_layouts = [], sbp.result_layouts = [#sbp.nd<[S(0)]>]} : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that a function's pipeline stages are a positive number (0 made
+// --sbp-spmdize drop the whole program) and its ops' stages among them.
+sbp.mesh @m axes ["dp"] shape [2]
+// expected-error @+1 {{'sbp.stages' must be a positive integer, got 0 : i64}}
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @m, sbp.stages = 0 : i64} {
+  return %x : tensor<8x8xf32>
+}
+
+// -----
+
+sbp.mesh @m axes ["dp"] shape [2]
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @m, sbp.stages = 2 : i64} {
+  // expected-error @+1 {{'graph.relu' op 'sbp.stage' 5 is not one of its function's 2 stages}}
+  %0 = graph.relu %x {sbp.stage = 5 : i64} : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+sbp.mesh @m axes ["dp"] shape [2]
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @m, sbp.stages = 2 : i64} {
+  // expected-error @+1 {{'sbp.stage' must be a stage number (0, 1, ...), got "one"}}
+  %0 = graph.relu %x {sbp.stage = "one"} : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
