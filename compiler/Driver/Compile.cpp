@@ -492,6 +492,19 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
                        [&](llvm::raw_ostream &os) { os << report.dump(2) << "\n"; })))
     return failure();
   llvm::outs() << "wrote " << reportPath << "\n";
+  // A plan over the device's memory is written (a strategy by name, a cut
+  // by hand, --ignore-memory, or a search whose estimate missed), but not
+  // in silence.
+  const nlohmann::json &totals = report["totals"];
+  if (totals.value("fits_device_memory", true) == false) {
+    llvm::errs() << "sbpc: warning: the plan needs "
+                 << bytesText(totals.value("peak_memory_bytes", 0.0)) << " per rank at its peak";
+    if (totals.contains("peak_memory") && totals["peak_memory"].contains("stage"))
+      llvm::errs() << " (pipeline stage " << totals["peak_memory"]["stage"].get<int64_t>() << ")";
+    llvm::errs() << ", over the " << bytesText(cluster->memoryBytes) << " of a device of cluster "
+                 << cluster->name << ": it does not fit (sbpc explain " << reportPath
+                 << " says what it holds)\n";
+  }
   if (!command.reportOnly && !command.target.empty())
     llvm::outs() << "wrote " << command.outputDir << "/bin/rank0"
                  << (devices > 1 ? ".." + std::to_string(devices - 1) : "")
