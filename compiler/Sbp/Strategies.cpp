@@ -118,7 +118,8 @@ std::optional<Seeds> strategySeeds(const std::string &strategy, const ModelSigna
   if (tp < 0 || (strategy == "dp-tp" && (dp < 0 || dp == tp || axes != 2))) {
     error = "strategy '" + strategy + "' needs " +
             (strategy == "tp" ? "a 1-D mesh or an axis named 'tp'"
-                              : "a 2-D mesh with axes named 'dp' and 'tp'");
+                              : "a 2-D mesh with axes named 'dp' and 'tp'") +
+            " (a pipeline's first axis pp aside)";
     return std::nullopt;
   }
   NdSbp activations = allBroadcast;

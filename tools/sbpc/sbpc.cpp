@@ -356,8 +356,10 @@ static mlir::LogicalResult runCompileCommand(MLIRContext &ctx) {
     return sbpc::reportError("--pipeline-chunks applies to --pipeline-schedule interleaved");
   if (compilePipelineSchedule.getNumOccurrences()) {
     if (compileMicroBatches == 1)
-      return sbpc::reportError("--pipeline-schedule orders micro-batches: add --train "
-                               "--micro-batches N");
+      return sbpc::reportError(
+          compileMicroBatches.getNumOccurrences()
+              ? "--pipeline-schedule orders micro-batches: --micro-batches must be 2 or more"
+              : "--pipeline-schedule orders micro-batches: add --train --micro-batches N");
   }
   if (!compileTrain && (compileZero || compileMicroBatches != 1 || compileRecompute != "none"))
     return sbpc::reportError("--zero, --micro-batches and --recompute apply to a training step: "
