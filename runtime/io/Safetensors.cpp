@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -174,6 +175,40 @@ std::optional<SafetensorsFile> SafetensorsFile::open(const std::string &path,
     }
     result.index_[name] = result.entries_.size();
     result.entries_.push_back(std::move(entry));
+  }
+  // The tensors tile the data buffer, as the format requires: one that
+  // overlaps another would read its bytes (a shifted offset gave NaNs),
+  // and bytes no tensor owns are not what the file says it holds.
+  std::vector<const SafetensorsEntry *> byOffset;
+  for (const SafetensorsEntry &entry : result.entries_)
+    byOffset.push_back(&entry);
+  std::sort(byOffset.begin(), byOffset.end(), [](const auto *a, const auto *b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  uint64_t covered = 0;
+  const SafetensorsEntry *previous = nullptr;
+  for (const SafetensorsEntry *entry : byOffset) {
+    if (entry->begin < covered) {
+      fail(error, path,
+           "tensor '" + entry->name + "' has data_offsets [" + std::to_string(entry->begin) + ", " +
+               std::to_string(entry->end) + "], which overlap those of '" + previous->name + "' [" +
+               std::to_string(previous->begin) + ", " + std::to_string(previous->end) + "]");
+      return std::nullopt;
+    }
+    if (entry->begin > covered) {
+      fail(error, path,
+           "no tensor holds bytes [" + std::to_string(covered) + ", " +
+               std::to_string(entry->begin) + ") of the data buffer (tensors must tile it)");
+      return std::nullopt;
+    }
+    covered = entry->end;
+    previous = entry;
+  }
+  if (covered != dataSize) {
+    fail(error, path,
+         "no tensor holds bytes [" + std::to_string(covered) + ", " + std::to_string(dataSize) +
+             ") of the data buffer (tensors must tile it)");
+    return std::nullopt;
   }
   return result;
 }
