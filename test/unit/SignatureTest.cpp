@@ -677,7 +677,7 @@ TEST(SignatureTest, AlikeOpsShareTheirSignatures) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
       R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<8x8xf32>) -> tensor<4x4xf32> {
         %0 = graph.matmul %a, %b : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
-        %1 = graph.matmul %a, %b {graph.region = "h.3", sbp.micro_batch = 5 : i64, sbp.result_layouts = []} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+        %1 = graph.matmul %a, %b {graph.region = "h.3", sbp.micro_batch = 5 : i64, sbp.result_layouts = [#sbp.nd<[B]>]} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
         %2 = graph.matmul %a, %c : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
         %3 = graph.matmul %c, %c transpose_lhs : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
         %4 = graph.matmul %c, %c : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
