@@ -41,16 +41,22 @@ LogicalResult SbpDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                                << "), got " << attr.getValue();
     return success();
   }
+  // An integer of at most 64 bits, at least `least`.
+  auto integer = [&](int64_t least) -> IntegerAttr {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    return value && value.getValue().getSignificantBits() <= 64 && value.getInt() >= least
+               ? value
+               : IntegerAttr();
+  };
   if (name == "sbp.stages") {
-    auto stages = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!stages || stages.getValue().getSignificantBits() > 64 || stages.getInt() < 1)
+    if (!integer(1))
       return op->emitOpError() << "'sbp.stages' must be a positive integer, got "
                                << attr.getValue();
     return success();
   }
   if (name == "sbp.stage") {
-    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!stage || stage.getValue().getSignificantBits() > 64 || stage.getInt() < 0)
+    IntegerAttr stage = integer(0);
+    if (!stage)
       return op->emitOpError() << "'sbp.stage' must be a stage number (0, 1, ...), got "
                                << attr.getValue();
     Operation *fn = op->getParentOp();
