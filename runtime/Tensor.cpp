@@ -27,6 +27,14 @@ const DTypeInfo &infoOf(DType dtype) {
       return info;
   return kDTypes[0];
 }
+
+/// The dtype whose `field` is `name`.
+std::optional<DType> dtypeBy(const char *DTypeInfo::*field, const std::string &name) {
+  for (const DTypeInfo &info : kDTypes)
+    if (name == info.*field)
+      return info.dtype;
+  return std::nullopt;
+}
 } // namespace
 
 size_t dtypeSize(DType dtype) { return infoOf(dtype).size; }
@@ -35,17 +43,13 @@ const char *npyDescr(DType dtype) { return infoOf(dtype).npyDescr; }
 const char *safetensorsName(DType dtype) { return infoOf(dtype).safetensorsName; }
 
 std::optional<DType> dtypeFromNpyDescr(const std::string &descr) {
-  for (const DTypeInfo &info : kDTypes)
-    if (descr == info.npyDescr)
-      return info.dtype;
-  return std::nullopt;
+  return dtypeBy(&DTypeInfo::npyDescr, descr);
 }
-
 std::optional<DType> dtypeFromSafetensorsName(const std::string &name) {
-  for (const DTypeInfo &info : kDTypes)
-    if (name == info.safetensorsName)
-      return info.dtype;
-  return std::nullopt;
+  return dtypeBy(&DTypeInfo::safetensorsName, name);
+}
+std::optional<DType> dtypeFromName(const std::string &name) {
+  return dtypeBy(&DTypeInfo::name, name);
 }
 
 int64_t numElements(const std::vector<int64_t> &shape) {

@@ -22,6 +22,8 @@ const char *safetensorsName(DType dtype);
 /// The dtype a format name stands for, or nullopt if the runtime has none.
 std::optional<DType> dtypeFromNpyDescr(const std::string &descr);
 std::optional<DType> dtypeFromSafetensorsName(const std::string &name);
+/// The dtype a NumPy-style name ("float32") stands for.
+std::optional<DType> dtypeFromName(const std::string &name);
 
 /// Product of the dimensions (1 for a scalar).
 int64_t numElements(const std::vector<int64_t> &shape);

@@ -3,6 +3,7 @@
 
 #include "compiler/Gen/ModelGen.h"
 #include "runtime/Layout.h"
+#include "runtime/Tensor.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -52,6 +53,7 @@ struct ProgramManifest {
     bool isParam;
     std::string name;
     std::vector<int64_t> storedShape;
+    sbprt::DType dtype;
   };
   struct Output {
     std::string name;

@@ -99,8 +99,12 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
       std::string kind = load.at("kind").get<std::string>();
       if (kind != "param" && kind != "input")
         throw std::runtime_error("a load of kind '" + kind + "'");
+      std::string dtype = load.at("dtype").get<std::string>();
+      std::optional<sbprt::DType> type = sbprt::dtypeFromName(dtype);
+      if (!type)
+        throw std::runtime_error("a load of dtype '" + dtype + "'");
       manifest.loads.push_back({kind == "param", load.at("name").get<std::string>(),
-                                load.at("stored_shape").get<std::vector<int64_t>>()});
+                                load.at("stored_shape").get<std::vector<int64_t>>(), *type});
     }
     std::set<std::string> names;
     for (const nlohmann::json &output : json.at("outputs")) {

@@ -12,7 +12,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <map>
+#include <sstream>
 
 using namespace mlir;
 using sbpc::absolutePath;
@@ -21,10 +23,12 @@ using sbpc::reportError;
 
 namespace {
 
-/// A parameter of the step program: its name and the shape in the file.
+/// A parameter of the step program: its name, the shape in the file and
+/// its element type.
 struct StateEntry {
   std::string name;
   std::vector<int64_t> shape;
+  sbprt::DType dtype;
 };
 
 /// The parameters a step program loads and the outputs it stores.
@@ -36,7 +40,7 @@ LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
       return failure();
     for (const sbpc::ProgramManifest::Load &load : manifest->loads)
       if (load.isParam)
-        params.push_back({load.name, load.storedShape});
+        params.push_back({load.name, load.storedShape, load.dtype});
     for (const sbpc::ProgramManifest::Output &output : manifest->outputs)
       outputs.push_back(output.name);
     return success();
@@ -47,9 +51,16 @@ LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
   FailureOr<sbpc::ModelSignature> signature = sbpc::getModelSignature(*module);
   if (failed(signature))
     return failure();
-  for (const sbpc::ModelArgument &arg : signature->arguments)
-    if (arg.kind == sbpc::ModelArgument::Kind::Param)
-      params.push_back({arg.name, {arg.storedShape.begin(), arg.storedShape.end()}});
+  for (const sbpc::ModelArgument &arg : signature->arguments) {
+    if (arg.kind != sbpc::ModelArgument::Kind::Param)
+      continue;
+    std::optional<sbprt::DType> dtype = sbpc::toDType(arg.type().getElementType());
+    if (!dtype)
+      return emitError(arg.value.getLoc())
+             << "parameter '" << arg.name << "' has element type " << arg.type().getElementType()
+             << ", which the runtime has no files for";
+    params.push_back({arg.name, {arg.storedShape.begin(), arg.storedShape.end()}, *dtype});
+  }
   outputs = signature->outputs;
   return success();
 }
@@ -61,6 +72,10 @@ bool writeState(const std::string &path, const std::map<std::string, sbprt::Tens
     tensors.push_back({name, &tensor});
   return sbprt::io::writeSafetensors(path, tensors, error);
 }
+
+/// f32 counts whole numbers exactly below 2^24: a larger step counter
+/// would stop counting.
+constexpr float kMaxStep = 16777216.0f;
 
 } // namespace
 
@@ -101,11 +116,27 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
       sbprt::io::SafetensorsFile::open(command.paramsPath, error);
   if (!file)
     return reportError(error);
+  // Checked here, against the user's file: each step reads a copy the
+  // run writes, which the user never named.
   for (const StateEntry &param : params) {
     sbprt::Tensor tensor;
     if (const sbprt::io::SafetensorsEntry *entry = file->find(param.name)) {
+      if (entry->dtype != param.dtype || entry->shape != param.shape)
+        return reportError(command.paramsPath + ": parameter '" + param.name + "' is " +
+                           entry->dtypeName + " " + sbprt::shapeToString(entry->shape) +
+                           ", expected " + sbprt::safetensorsName(param.dtype) + " " +
+                           sbprt::shapeToString(param.shape));
       if (!file->read(*entry, tensor, error))
         return reportError(error);
+      // AdamW's bias corrections divide by 1 - beta^step: a step below 1,
+      // or none, trains to NaN.
+      float count = param.name == "optimizer.step" ? tensor.as<float>()[0] : 1.0f;
+      if (!(count >= 1.0f && count < kMaxStep && count == std::floor(count))) {
+        std::ostringstream shown;
+        shown << count;
+        return reportError(command.paramsPath + ": 'optimizer.step' is " + shown.str() +
+                           ", expected a whole number of steps from 1 (the next step's)");
+      }
     } else if (llvm::StringRef(param.name).starts_with("optimizer.")) {
       tensor = sbprt::Tensor(sbprt::DType::F32, param.shape);
       if (param.name == "optimizer.step")

@@ -15,6 +15,9 @@ and a CLI with three subcommands:
       one line per tensor: name, dtype, shape, min and max.
   rewrite-param IN.safetensors OUT.safetensors NAME --dtype F64|BF16
       copies the file with one tensor converted (to make bad inputs for tests).
+  adamw-state IN.safetensors OUT.safetensors [--step S]
+      copies the file adding AdamW's states as a first step reads them:
+      moments zero, optimizer.step 1 (or S).
 
 Run with a Python that has NumPy (e.g. /usr/bin/python3).
 """
@@ -252,10 +255,11 @@ def main(argv=None):
     rw.add_argument("out")
     rw.add_argument("name")
     rw.add_argument("--dtype", choices=["F64", "BF16"], required=True)
-    st = sub.add_parser("adamw-state", help="copy a safetensors file adding zero AdamW states "
-                        "(optimizer.m.*, optimizer.v.*, optimizer.step), as a first step reads")
+    st = sub.add_parser("adamw-state", help="copy a safetensors file adding the AdamW states "
+                        "a first step reads (optimizer.m.*, optimizer.v.* zero, optimizer.step 1)")
     st.add_argument("src")
     st.add_argument("out")
+    st.add_argument("--step", type=float, default=1.0, help="optimizer.step's value")
     args = ap.parse_args(argv)
 
     if args.cmd == "tokens":
@@ -269,7 +273,7 @@ def main(argv=None):
         for name, value in list(tensors.items()):
             tensors["optimizer.m." + name] = np.zeros_like(value)
             tensors["optimizer.v." + name] = np.zeros_like(value)
-        tensors["optimizer.step"] = np.zeros((), np.float32)
+        tensors["optimizer.step"] = np.array(args.step, np.float32)
         write_safetensors(args.out, tensors)
     elif args.cmd == "list":
         for name, arr in read_safetensors(args.file).items():
