@@ -135,13 +135,18 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
   llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
                                             llvm::sys::fs::perms::owner_write |
                                             llvm::sys::fs::perms::all_exe);
-  std::string absoluteSource = absolutePath(joinPath(dir, source));
-  std::vector<std::string> args =
-      commandLine(absoluteSource, absolutePath(joinPath(dir, binary)));
+  std::string absoluteSource = absolutePath(joinPath(dir, source)),
+              absoluteBinary = absolutePath(joinPath(dir, binary));
+  std::vector<std::string> args = commandLine(absoluteSource, absoluteBinary);
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
+  // An executable an earlier compile left would pass for this one's.
+  llvm::sys::fs::remove(absoluteBinary);
   int code = llvm::sys::ExecuteAndWait(argv[0], argv, std::nullopt, redirects, 0, 0, &error);
+  if (code == 0 && !llvm::sys::fs::can_execute(absoluteBinary))
+    return sbpc::reportError(args[0] + " succeeded but wrote no executable " + absoluteBinary +
+                             " (its output is in " + log + ")");
   if (code == 0)
     return success();
   if (code == -1) // it never ran, so it wrote no log
