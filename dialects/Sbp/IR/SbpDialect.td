@@ -29,7 +29,8 @@ def Sbp_Dialect : Dialect {
     The passes write, and the dialect verifies, these attributes: on an
     op, `sbp.operand_layouts` and `sbp.result_layouts` (one nd-SBP per
     operand and per result) and `sbp.stage` (its pipeline stage, from 0);
-    on a function, `sbp.stages` (how many, at least 1; every op's
+    on a function, `sbp.mesh` (the mesh its layouts are on: a symbol
+    naming an `sbp.mesh`), `sbp.stages` (how many, at least 1; every op's
     `sbp.stage` below it) and `sbp.layout` on an argument (an nd-SBP).
   }];
   let useDefaultAttributePrinterParser = 1;

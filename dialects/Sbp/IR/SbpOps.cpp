@@ -27,6 +27,14 @@ LogicalResult SbpDialect::verifyRegionArgAttribute(Operation *op, unsigned regio
   return success();
 }
 
+static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr name,
+                                    SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, name);
+  if (!mesh)
+    return op->emitOpError() << "'" << name << "' does not name an sbp.mesh";
+  return mesh;
+}
+
 LogicalResult SbpDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   // (The names compiler/Sbp/ValueLayouts.h gives them.)
@@ -48,6 +56,14 @@ LogicalResult SbpDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                ? value
                : IntegerAttr();
   };
+  if (name == "sbp.mesh") { // a function's mesh, which its layouts are on
+    auto mesh = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
+    if (!mesh)
+      return op->emitOpError() << "'sbp.mesh' must name an sbp.mesh like @mesh, got "
+                               << attr.getValue();
+    SymbolTableCollection symbols;
+    return success(succeeded(lookupMesh(op, mesh, symbols)));
+  }
   if (name == "sbp.stages") {
     if (!integer(1))
       return op->emitOpError() << "'sbp.stages' must be a positive integer, got "
@@ -104,14 +120,6 @@ LogicalResult sbpc::sbp::verifyLayout(Operation *op, MeshOp mesh, NdSbpAttr layo
     return success();
   return op->emitOpError() << role << " " << sbprt::toString(layout.toLayout()) << " on mesh @"
                            << mesh.getSymName() << ": " << problem;
-}
-
-static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr name,
-                                    SymbolTableCollection &symbols) {
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, name);
-  if (!mesh)
-    return op->emitOpError() << "'" << name << "' does not name an sbp.mesh";
-  return mesh;
 }
 
 LogicalResult ConstraintOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -232,3 +232,20 @@ func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @m, 
   %0 = graph.relu %x {sbp.stage = "one"} : tensor<8x8xf32>
   return %0 : tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that a function's mesh names one (a misspelt name passed every pass).
+sbp.mesh @m axes ["dp"] shape [2]
+// expected-error @+1 {{'func.func' op '@mesh' does not name an sbp.mesh}}
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = @mesh} {
+  return %x : tensor<8x8xf32>
+}
+
+// -----
+
+sbp.mesh @m axes ["dp"] shape [2]
+// expected-error @+1 {{'sbp.mesh' must name an sbp.mesh like @mesh, got "m"}}
+func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes {sbp.mesh = "m"} {
+  return %x : tensor<8x8xf32>
+}
