@@ -20,21 +20,196 @@ std::string secondsText(double s) {
 
 /// Checks that `object` has every field in `fields`; names the first missing.
 bool require(const json &object, std::initializer_list<const char *> fields,
-             const std::string &where, std::string &error, bool numbers = false) {
+             const std::string &where, std::string &error) {
   if (!object.is_object()) {
     error = where + " is not an object";
     return false;
   }
-  for (const char *field : fields) {
+  for (const char *field : fields)
     if (!object.contains(field)) {
       error = where + " has no '" + field + "'";
       return false;
     }
-    if (numbers && !object[field].is_number()) {
-      error = where + "." + field + " is " + object[field].dump() + ", not a number";
-      return false;
-    }
+  return true;
+}
+
+/// What a report's field holds where it is present: the fields explain
+/// reads, by path (keys joined by '.'; "[]" after a key: each element of
+/// that array; "*": each member of an object). A field of another type
+/// is an error naming it, not a zero printed or a library's exception.
+struct Kind {
+  const char *name;
+  bool (*holds)(const json &);
+};
+constexpr Kind kObject{"an object", [](const json &v) { return v.is_object(); }};
+constexpr Kind kArray{"an array", [](const json &v) { return v.is_array(); }};
+constexpr Kind kNumber{"a number", [](const json &v) { return v.is_number(); }};
+constexpr Kind kString{"a string", [](const json &v) { return v.is_string(); }};
+constexpr Kind kBoolean{"true or false", [](const json &v) { return v.is_boolean(); }};
+struct Field {
+  const char *path;
+  const Kind &kind;
+};
+constexpr Field kFields[] = {
+    {"model", kString},
+    {"precision", kString},
+    {"cluster", kObject},
+    {"cluster.name", kString},
+    {"cluster.device_memory_bytes", kNumber},
+    {"mesh.spec", kString},
+    {"strategy", kObject},
+    {"strategy.name", kString},
+    {"strategy.source", kString},
+    {"search", kObject},
+    {"search.algorithm", kString},
+    {"search.start", kString},
+    {"search.wall_seconds", kNumber},
+    {"search.plan_seconds", kNumber},
+    {"search.candidates_evaluated", kNumber},
+    {"search.tied_copies", kNumber},
+    {"ops[]", kObject},
+    {"ops[].op", kString},
+    {"ops[].location", kString},
+    {"ops[].results", kArray},
+    {"ops[].results[]", kObject},
+    {"ops[].results[].sbp", kString},
+    {"ops[].est_time_s", kNumber},
+    {"ops[].stage", kNumber},
+    {"ops[].micro_batch", kNumber},
+    {"ops[].micro_batches", kNumber},
+    {"ops[].runner_up", kObject},
+    {"ops[].runner_up.plan_time_s", kNumber},
+    {"ops[].runner_up.results", kArray},
+    {"ops[].runner_up.results[]", kString},
+    {"boxings[]", kObject},
+    {"boxings[].from", kString},
+    {"boxings[].to", kString},
+    {"boxings[].collective", kString},
+    {"boxings[].mesh_axes", kArray},
+    {"boxings[].mesh_axes[]", kString},
+    {"boxings[].value", kString},
+    {"boxings[].reason", kString},
+    {"boxings[].bytes_per_rank", kNumber},
+    {"boxings[].est_time_s", kNumber},
+    {"boxings[].element_bytes", kNumber},
+    {"boxings[].micro_batch", kNumber},
+    {"boxings[].micro_batches", kNumber},
+    {"fused_ops", kObject},
+    {"fused_ops.*", kObject},
+    {"fused_ops.*.*", kNumber},
+    {"zero", kObject},
+    {"zero.stage", kNumber},
+    {"zero.axes", kArray},
+    {"zero.axes[]", kString},
+    {"zero.sharded_updates", kNumber},
+    {"zero.updates", kNumber},
+    {"zero.param_bytes_per_rank", kNumber},
+    {"zero.gradient_bytes_per_rank", kNumber},
+    {"zero.optimizer_state_bytes_per_rank", kNumber},
+    {"pipeline", kObject},
+    {"pipeline.stages", kNumber},
+    {"pipeline.axis", kString},
+    {"pipeline.schedule", kString},
+    {"pipeline.chunks", kNumber},
+    {"pipeline.cut", kObject},
+    {"pipeline.cut.by", kString},
+    {"pipeline.cut.fastest_cut_slowest_forward_s", kNumber},
+    {"pipeline.cut.slowest_forward_s", kNumber},
+    {"pipeline.cut.memory_limit_bytes", kNumber},
+    {"pipeline.cut.fastest_cut_fullest_bytes", kNumber},
+    {"pipeline.per_stage", kArray},
+    {"pipeline.per_stage[]", kObject},
+    {"pipeline.per_stage[].stage", kNumber},
+    {"pipeline.per_stage[].ranks", kArray},
+    {"pipeline.per_stage[].ranks[]", kNumber},
+    {"pipeline.per_stage[].blocks", kArray},
+    {"pipeline.per_stage[].blocks[]", kString},
+    {"pipeline.per_stage[].compute_time_s", kNumber},
+    {"pipeline.per_stage[].comm_time_s", kNumber},
+    {"pipeline.per_stage[].comm_bytes_per_rank", kNumber},
+    {"pipeline.per_stage[].peak_memory_bytes", kNumber},
+    {"pipeline.transfers", kArray},
+    {"pipeline.transfers[]", kObject},
+    {"pipeline.transfers[].value", kString},
+    {"pipeline.transfers[].sbp", kString},
+    {"pipeline.transfers[].reason", kString},
+    {"pipeline.transfers[].from_stage", kNumber},
+    {"pipeline.transfers[].to_stage", kNumber},
+    {"pipeline.transfers[].bytes_per_rank", kNumber},
+    {"pipeline.transfers[].est_time_s", kNumber},
+    {"totals.comm_bytes_per_rank", kNumber},
+    {"totals.estimated_step_time_s", kNumber},
+    {"totals.peak_memory_bytes", kNumber},
+    {"totals.arena_bytes_per_rank", kNumber},
+    {"totals.flash_attention_saved_bytes", kNumber},
+    {"totals.fits_device_memory", kBoolean},
+};
+/// A peak of memory's fields (totals.peak_memory, and each stage's).
+constexpr Field kPeakFields[] = {
+    {"", kObject},
+    {"at", kObject},
+    {"at.op", kString},
+    {"at.location", kString},
+    {"at.micro_batch", kNumber},
+    {"stage", kNumber},
+    {"arguments_bytes", kNumber},
+    {"activations_bytes", kNumber},
+    {"largest_live", kArray},
+    {"largest_live[]", kObject},
+    {"largest_live[].value", kString},
+    {"largest_live[].shape", kArray},
+    {"largest_live[].shape[]", kNumber},
+    {"largest_live[].sbp", kString},
+    {"largest_live[].op", kString},
+    {"largest_live[].location", kString},
+    {"largest_live[].micro_batch", kNumber},
+    {"largest_live[].bytes", kNumber},
+};
+
+/// Checks the fields `path` names under `v` (named `where`), where
+/// present, hold `kind`.
+bool checkField(const json &v, llvm::StringRef path, const Kind &kind, const std::string &where,
+                std::string &error) {
+  if (path.empty()) {
+    if (kind.holds(v))
+      return true;
+    std::string shown = v.dump();
+    if (shown.size() > 40)
+      shown = shown.substr(0, 37) + "...";
+    error = where + " is " + shown + ", not " + kind.name;
+    return false;
   }
+  auto [head, rest] = path.split('.');
+  bool each = head.consume_back("[]");
+  if (!v.is_object()) // its own entry says so
+    return true;
+  std::vector<std::pair<std::string, const json *>> fields;
+  auto name = [&](const std::string &key) { return where.empty() ? key : where + "." + key; };
+  if (head == "*") {
+    for (const auto &[key, member] : v.items())
+      fields.push_back({name(key), &member});
+  } else if (v.contains(head)) {
+    fields.push_back({name(head.str()), &v[head.str()]});
+  }
+  for (const auto &[field, value] : fields) {
+    if (!each) {
+      if (!checkField(*value, rest, kind, field, error))
+        return false;
+      continue;
+    }
+    for (size_t i = 0; value->is_array() && i < value->size(); ++i)
+      if (!checkField((*value)[i], rest, kind, field + "[" + std::to_string(i) + "]", error))
+        return false;
+  }
+  return true;
+}
+
+template <size_t N>
+bool checkFields(const json &v, const Field (&fields)[N], const std::string &where,
+                 std::string &error) {
+  for (const Field &field : fields)
+    if (!checkField(v, field.path, field.kind, where, error))
+      return false;
   return true;
 }
 
@@ -120,13 +295,34 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
                error) ||
       !require(report["totals"],
                {"comm_bytes_per_rank", "estimated_step_time_s", "peak_memory_bytes"}, "totals",
-               error, /*numbers=*/true) ||
-      !require(report["mesh"], {}, "mesh", error) ||
-      !report["ops"].is_array() || !report["boxings"].is_array()) {
+               error) ||
+      !require(report["mesh"], {}, "mesh", error) || !report["ops"].is_array() ||
+      !report["boxings"].is_array()) {
     if (error.empty())
       error = "'ops' and 'boxings' must be arrays";
     return mlir::failure();
   }
+  if (!checkFields(report, kFields, "", error))
+    return mlir::failure();
+  std::vector<std::pair<std::string, const json *>> peaks;
+  if (report["totals"].contains("peak_memory"))
+    peaks.push_back({"totals.peak_memory", &report["totals"]["peak_memory"]});
+  const json *stages = report.contains("pipeline") && report["pipeline"].contains("per_stage")
+                           ? &report["pipeline"]["per_stage"]
+                           : nullptr;
+  if (stages)
+    for (const auto &[i, stage] : llvm::enumerate(*stages)) {
+      std::string where = "pipeline.per_stage[" + std::to_string(i) + "]";
+      if (stage.contains("ranks") && stage["ranks"].size() != 2) {
+        error = where + ".ranks is " + stage["ranks"].dump() + ", not its first and last rank";
+        return mlir::failure();
+      }
+      if (stage.contains("peak_memory"))
+        peaks.push_back({where + ".peak_memory", &stage["peak_memory"]});
+    }
+  for (const auto &[where, peak] : peaks)
+    if (!checkFields(*peak, kPeakFields, where, error))
+      return mlir::failure();
   const json &mesh = report["mesh"], &strategy = report["strategy"], &search = report["search"];
   os << "Plan for " << str(report.value("model", json("the model"))) << " on mesh "
      << str(mesh.value("spec", json("?"))) << " (cluster "
