@@ -1,5 +1,6 @@
 // Cluster presets, cluster JSON, and α-β times.
 #include "compiler/Cost/CostModel.h"
+#include "compiler/Support/JsonFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -71,9 +72,12 @@ std::optional<Cluster> readClusterFile(const std::string &path, std::string &err
   }
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    error = path + (root.is_discarded() ? ": not valid JSON" : ": not a JSON object");
+  std::optional<nlohmann::json> parsed = parseJson(text.str(), path, error);
+  if (!parsed)
+    return std::nullopt;
+  const nlohmann::json &root = *parsed;
+  if (!root.is_object()) {
+    error = path + ": not a JSON object";
     return std::nullopt;
   }
   Cluster c;

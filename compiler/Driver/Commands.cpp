@@ -5,6 +5,7 @@
 #include "compiler/Reference/Evaluator.h"
 #include "compiler/Report/Report.h"
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/JsonFile.h"
 #include "compiler/Support/Paths.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "runtime/io/Npy.h"
@@ -187,16 +188,15 @@ LogicalResult sbpc::runExplain(const std::string &reportPath) {
   auto buffer = openInputFile(reportPath, &error);
   if (!buffer)
     return reportError(reportPath + ": " + error);
-  nlohmann::json report =
-      nlohmann::json::parse(buffer->getBuffer().str(), nullptr, /*allow_exceptions=*/false);
-  if (report.is_discarded())
-    return reportError(reportPath + ": not valid JSON");
+  std::optional<nlohmann::json> report = parseJson(buffer->getBuffer().str(), reportPath, error);
+  if (!report)
+    return reportError(error);
   // Print only once the whole report has been read: a field of the wrong
   // type (nlohmann throws) then leaves no half-printed plan behind.
   std::string text;
   llvm::raw_string_ostream os(text);
   try {
-    if (failed(explainReport(report, os, error)))
+    if (failed(explainReport(*report, os, error)))
       return reportError(reportPath + ": not an sbpc report: " + error);
   } catch (const nlohmann::json::exception &e) {
     return reportError(reportPath + ": not an sbpc report: " + e.what());

@@ -76,7 +76,13 @@ TEST_F(CostModelTest, ReadsAClusterFile) {
 TEST_F(CostModelTest, RejectsBadClusterFiles) {
   const std::pair<const char *, const char *> cases[] = {
       {"[1, 2]", "not a JSON object"},
-      {"{", "not valid JSON"},
+      // A syntax error says where, as compilers do.
+      {"{", "c.json:1:2: not valid JSON (syntax error while parsing object key - unexpected end "
+            "of input; expected string literal)"},
+      {"{\"device\": {\"flops\": 1,}\n}", "c.json:1:24: not valid JSON (syntax error while "
+                                          "parsing object key - unexpected '}'"},
+      {"{\"name\": \"a\",\n \"x\": nope}", "c.json:2:8: not valid JSON (syntax error while "
+                                           "parsing value - invalid literal)"},
       {R"({"devices_per_node": 8})", "'device' must be an object"},
       {R"({"device": {"flops": -1, "memory_bytes": 1, "memory_bandwidth": 1}})",
        "device: 'flops' must be a positive number"},
