@@ -13,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <sstream>
 
@@ -133,9 +134,10 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
       float count = param.name == "optimizer.step" ? tensor.as<float>()[0] : 1.0f;
       if (!(count >= 1.0f && count < kMaxStep && count == std::floor(count))) {
         std::ostringstream shown;
-        shown << count;
+        shown << std::setprecision(9) << count;
         return reportError(command.paramsPath + ": 'optimizer.step' is " + shown.str() +
-                           ", expected a whole number of steps from 1 (the next step's)");
+                           ", expected a whole number of steps from 1 (the next step's) below "
+                           "16777216");
       }
     } else if (llvm::StringRef(param.name).starts_with("optimizer.")) {
       tensor = sbprt::Tensor(sbprt::DType::F32, param.shape);

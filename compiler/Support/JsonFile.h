@@ -29,13 +29,23 @@ inline std::optional<nlohmann::json> parseJson(const std::string &text, const st
     std::string what = e.what();
     if (size_t colon = what.find(": "); colon != std::string::npos)
       what = what.substr(colon + 2);
+    // (What it read may itself hold "'; ": the last "'; expected" ends it,
+    // else the message does.)
     if (size_t read = what.find("; last read: '"); read != std::string::npos) {
-      size_t expected = what.find("'; ", read + 14);
+      size_t expected = what.rfind("'; expected ");
       what = what.substr(0, read) +
-             (expected == std::string::npos ? "" : "; " + what.substr(expected + 3));
+             (expected == std::string::npos || expected < read ? "" : what.substr(expected + 1));
     }
     error = path + ":" + std::to_string(line) + ":" + std::to_string(column) +
             ": not valid JSON (" + what + ")";
+    return std::nullopt;
+  } catch (const nlohmann::json::exception &e) {
+    // A number beyond a double ("number overflow parsing '1e400'"), which
+    // the parser reports without a position.
+    std::string what = e.what();
+    if (size_t tag = what.find("] "); tag != std::string::npos)
+      what = what.substr(tag + 2);
+    error = path + ": not valid JSON (" + what + ")";
     return std::nullopt;
   }
 }

@@ -81,6 +81,12 @@ TEST_F(CostModelTest, RejectsBadClusterFiles) {
             "of input; expected string literal)"},
       {"{\"device\": {\"flops\": 1,}\n}", "c.json:1:24: not valid JSON (syntax error while "
                                           "parsing object key - unexpected '}'"},
+      // A number beyond a double has no position, but is one line.
+      {"{\"device\": {\"flops\": 1e400}}",
+       "c.json: not valid JSON (number overflow parsing '1e400')"},
+      // What the parser last read is left out, even where it holds "'; ".
+      {"{\"a\": \"x'; y", "c.json:1:13: not valid JSON (syntax error while parsing value - invalid "
+                          "string: missing closing quote)"},
       {"{\"name\": \"a\",\n \"x\": nope}", "c.json:2:8: not valid JSON (syntax error while "
                                            "parsing value - invalid literal)"},
       {R"({"devices_per_node": 8})", "'device' must be an object"},
