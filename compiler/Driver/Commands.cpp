@@ -199,7 +199,7 @@ LogicalResult sbpc::runExplain(const std::string &reportPath) {
     if (failed(explainReport(*report, os, error)))
       return reportError(reportPath + ": not an sbpc report: " + error);
   } catch (const nlohmann::json::exception &e) {
-    return reportError(reportPath + ": not an sbpc report: " + e.what());
+    return reportError(reportPath + ": not an sbpc report: " + jsonErrorText(e));
   }
   llvm::outs() << text;
   return success();

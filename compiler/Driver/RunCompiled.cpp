@@ -3,6 +3,7 @@
 #include "compiler/Driver/Commands.h"
 
 #include "compiler/Support/Diagnostics.h"
+#include "compiler/Support/JsonFile.h"
 #include "compiler/Support/Paths.h"
 #include "runtime/io/Npy.h"
 #include "runtime/sim/SimulatedMesh.h"
@@ -133,13 +134,8 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
       manifest.outputs.push_back({name, *layout, stored, stage});
     }
   } catch (const std::exception &e) {
-    // nlohmann's "[json.exception.type_error.302] type must be ..." without
-    // the library's tag.
-    llvm::StringRef what = e.what();
-    if (what.starts_with("[json.exception."))
-      what = what.split("] ").second;
-    return reportError(path + ": not a program description written by sbpc compile (" + what +
-                       ")");
+    return reportError(path + ": not a program description written by sbpc compile (" +
+                       jsonErrorText(e) + ")");
   }
   // Every rank's executable, before mpirun would fail to start it.
   for (int64_t r = 0; r < manifest.mesh.numDevices(); ++r) {

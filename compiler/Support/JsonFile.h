@@ -9,6 +9,16 @@
 
 namespace sbpc {
 
+/// An exception's message without nlohmann's tag: "type must be number,
+/// but is string" for "[json.exception.type_error.302] type must be ...".
+inline std::string jsonErrorText(const std::exception &e) {
+  std::string what = e.what();
+  if (what.rfind("[json.exception.", 0) == 0)
+    if (size_t tag = what.find("] "); tag != std::string::npos)
+      return what.substr(tag + 2);
+  return what;
+}
+
 /// `text` (the contents of `path`) parsed, or nullopt with `error` set to
 /// "PATH:LINE:COLUMN: not valid JSON (WHAT)", as compilers place errors.
 inline std::optional<nlohmann::json> parseJson(const std::string &text, const std::string &path,
@@ -26,7 +36,8 @@ inline std::optional<nlohmann::json> parseJson(const std::string &text, const st
     // syntax error while parsing value - invalid literal; last read: 'x'"
     // without the tag, the position (placed as compilers place it) and what
     // it last read (lines of the file, which the position points into).
-    std::string what = e.what();
+    // (After the tag, "parse error at line 3, column 5: ".)
+    std::string what = jsonErrorText(e);
     if (size_t colon = what.find(": "); colon != std::string::npos)
       what = what.substr(colon + 2);
     // (What it read may itself hold "'; ": the last "'; expected" ends it,
@@ -42,10 +53,7 @@ inline std::optional<nlohmann::json> parseJson(const std::string &text, const st
   } catch (const nlohmann::json::exception &e) {
     // A number beyond a double ("number overflow parsing '1e400'"), which
     // the parser reports without a position.
-    std::string what = e.what();
-    if (size_t tag = what.find("] "); tag != std::string::npos)
-      what = what.substr(tag + 2);
-    error = path + ": not valid JSON (" + what + ")";
+    error = path + ": not valid JSON (" + jsonErrorText(e) + ")";
     return std::nullopt;
   }
 }
