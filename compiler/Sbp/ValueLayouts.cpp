@@ -135,6 +135,61 @@ std::vector<std::vector<Operation *>> microBatchOps(func::FuncOp fn) {
   return batches;
 }
 
+bool isForwardOp(Operation *op, const llvm::DenseSet<Operation *> &backward) {
+  return !backward.contains(op) && !isa<BoxingOp, ConstraintOp, func::ReturnOp>(op) &&
+         !op->hasAttr(graph::GraphDialect::kAccumulateAttr);
+}
+
+PipelineCutOps pipelineCutOps(func::FuncOp fn, bool layoutsKnown,
+                              llvm::DenseSet<Operation *> &backward) {
+  Block &body = fn.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (op.hasAttr(graph::GraphDialect::kBackwardAttr) ||
+        llvm::any_of(op.getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && backward.contains(def);
+        }))
+      backward.insert(&op);
+  auto isForward = [&](Operation *op) { return isForwardOp(op, backward); };
+  PipelineCutOps cut;
+  llvm::DenseSet<Operation *> &fromArguments = cut.fromArguments;
+  for (Operation &op : body.without_terminator())
+    if (isForward(&op) && llvm::all_of(op.getOperands(), [&](Value v) {
+          if (auto arg = dyn_cast<BlockArgument>(v))
+            return !!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
+          return fromArguments.contains(v.getDefiningOp());
+        }))
+      fromArguments.insert(&op);
+  auto isCut = [&](Operation *op) {
+    if (!isForward(op) || fromArguments.contains(op))
+      return false;
+    return layoutsKnown ? !isStoredJoin(op) : !storedJoinOf(op, /*checkLayouts=*/false);
+  };
+  cut.perMicroBatch = microBatchOps(fn);
+  if (cut.perMicroBatch.empty()) {
+    cut.perMicroBatch.emplace_back();
+    for (Operation &op : body.without_terminator())
+      cut.perMicroBatch.back().push_back(&op);
+  }
+  for (std::vector<Operation *> &ops : cut.perMicroBatch)
+    llvm::erase_if(ops, [&](Operation *op) { return !isCut(op); });
+  return cut;
+}
+
+std::vector<std::pair<size_t, size_t>> pipelineCutUnits(ArrayRef<Operation *> ops) {
+  std::vector<std::pair<size_t, size_t>> units;
+  StringAttr previous;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    auto region = op->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
+    if (i > 0 && region && region == previous)
+      units.back().second = i + 1;
+    else
+      units.push_back({i, i + 1});
+    previous = region;
+  }
+  return units;
+}
+
 std::vector<size_t>
 dataParallelAxes(func::FuncOp fn, const sbprt::Mesh &mesh,
                  llvm::function_ref<std::optional<sbprt::NdSbp>(Value)> layoutOf) {

@@ -111,6 +111,30 @@ bool stageLoads(mlir::BlockArgument arg, int64_t stage);
 /// each is then the same op); empty otherwise, or with one micro-batch.
 std::vector<std::vector<mlir::Operation *>> microBatchOps(mlir::func::FuncOp fn);
 
+/// Whether `op` is of the forward, `backward` holding the backward's ops:
+/// not one of them, a boxing, a constraint, a sum over micro-batches
+/// (graph.accumulate) or the return.
+bool isForwardOp(mlir::Operation *op, const llvm::DenseSet<mlir::Operation *> &backward);
+/// What --sbp-pipeline cuts into stages (PipelineCut.h): `perMicroBatch`,
+/// for each micro-batch of microBatchOps (one list where the step has
+/// none), the ops of its forward in program order but those computed from
+/// inputs and constants alone (`fromArguments`: they go where they are
+/// read) and those of a stored join (they go where its pieces are).
+struct PipelineCutOps {
+  std::vector<std::vector<mlir::Operation *>> perMicroBatch;
+  llvm::DenseSet<mlir::Operation *> fromArguments;
+};
+/// `backward` receives the backward (ops marked graph.backward and those
+/// computed from them). `layoutsKnown`: a join is stored where its
+/// layouts make it so (isStoredJoin); without (the search, before it lays
+/// the step out), every join that may be is left out.
+PipelineCutOps pipelineCutOps(mlir::func::FuncOp fn, bool layoutsKnown,
+                              llvm::DenseSet<mlir::Operation *> &backward);
+/// The units a cut of `ops` (pipelineCutOps) never splits: runs of ops of
+/// one block (graph.region: a transformer layer), each op outside a block
+/// alone; [begin, end) in `ops`.
+std::vector<std::pair<size_t, size_t>> pipelineCutUnits(llvm::ArrayRef<mlir::Operation *> ops);
+
 /// What an op's nd signatures depend on, as a key: its name, its
 /// attributes but the marks that only name layers and micro-batches apart
 /// (graph.region, graph.selective, sbp.micro_batch) and those that record

@@ -643,54 +643,24 @@ static bool isParameterGradient(Value value) {
 }
 
 /// Per step, the block --sbp-pipeline places it with when it cuts (-1 for
-/// steps it does not cut): runs of micro-batch 0's forward ops of one
-/// graph.region, each op outside a region alone. Not cut: the backward
-/// (ops marked so and those computed from them), sums over micro-batches,
-/// ops computed from inputs and constants alone, and joins stored as their
-/// pieces are made.
+/// steps it does not cut; sbp::pipelineCutOps, sbp::pipelineCutUnits).
 static std::vector<int> forwardBlocks(SearchProblem &problem) {
-  const std::vector<std::pair<size_t, Operation *>> &steps = problem.steps();
-  func::FuncOp fn = problem.function();
-  std::vector<int> blockOf(steps.size(), -1);
-  llvm::DenseSet<Operation *> backward, fromInputs;
-  int blocks = 0;
-  StringAttr previous;
-  for (auto [s, step] : llvm::enumerate(steps)) {
-    Operation *op = step.second;
-    if (op->hasAttr(graph::GraphDialect::kBackwardAttr) ||
-        llvm::any_of(op->getOperands(), [&](Value v) {
-          return v.getDefiningOp() && backward.contains(v.getDefiningOp());
-        })) {
-      backward.insert(op);
-      continue;
-    }
-    auto mark = op->getAttrOfType<IntegerAttr>(sbp::kMicroBatch);
-    if (isa<sbp::ConstraintOp>(op) || op->hasAttr(graph::GraphDialect::kAccumulateAttr) ||
-        (mark && mark.getInt() != 0))
-      continue;
-    if (llvm::all_of(op->getOperands(), [&](Value v) {
-          if (auto arg = dyn_cast<BlockArgument>(v))
-            return !!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
-          return fromInputs.contains(v.getDefiningOp());
-        })) {
-      fromInputs.insert(op);
-      continue;
-    }
-    if (sbp::storedJoinOf(op, /*checkLayouts=*/false))
-      continue;
-    auto region = op->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
-    if (!region || region != previous)
-      ++blocks;
-    previous = region;
-    blockOf[s] = blocks - 1;
-  }
+  std::vector<int> blockOf(problem.steps().size(), -1);
+  llvm::DenseSet<Operation *> backward;
+  std::vector<Operation *> ops =
+      sbp::pipelineCutOps(problem.function(), /*layoutsKnown=*/false, backward)
+          .perMicroBatch.front();
+  for (auto [block, unit] : llvm::enumerate(sbp::pipelineCutUnits(ops)))
+    for (size_t i = unit.first; i < unit.second; ++i)
+      blockOf[problem.stepOf(ops[i])] = static_cast<int>(block);
   return blockOf;
 }
 
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline) {
+  const int64_t stages = pipeline.cut.stages;
   double inFlight = 1; // the most any stage holds
-  if (pipeline.stages > 1)
+  if (stages > 1)
     for (double held : pipeline.inFlight)
       inFlight = std::max(inFlight, held);
   llvm::DenseMap<Value, double> zero = zeroGradientShares(problem, choice);
@@ -728,18 +698,17 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     return !mark || mark.getInt() == 0;
   };
   size_t backwardFrom = steps.size();
-  if (inFlight > 1)
+  if (stages > 1)
     for (auto [s, step] : llvm::enumerate(steps))
       if (step.second->hasAttr(graph::GraphDialect::kBackwardAttr) && firstOfBatch(step.second)) {
         backwardFrom = s;
         break;
       }
   double stash = 0;
-  // For a cut for memory, the whole blocks --sbp-pipeline cuts: each step
-  // of micro-batch 0's forward in one (-1: none), with the arguments its
+  // On a pipeline, the whole blocks --sbp-pipeline cuts: each step of
+  // micro-batch 0's forward in one (-1: none), with the arguments its
   // steps read first and the stash they make.
-  const bool byBlocks = pipeline.stages > 1 && pipeline.memoryLimit > 0 && pipeline.chunks == 1;
-  std::vector<int> blockOf = byBlocks ? forwardBlocks(problem) : std::vector<int>();
+  std::vector<int> blockOf = stages > 1 ? forwardBlocks(problem) : std::vector<int>();
   int64_t blocks = blockOf.empty() ? 0 : *std::max_element(blockOf.begin(), blockOf.end()) + 1;
   std::vector<double> blockArguments(blocks, 0.0), blockStash(blocks, 0.0);
   auto stashOf = [&](Operation *op, double bytes) {
@@ -866,27 +835,16 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     live -= freedAfter[s];
     liveBackward -= backwardFreedAfter[s];
   }
-  if (pipeline.stages <= 1)
+  if (stages <= 1)
     return arguments + peak;
-  // The fullest stage of a cut by time: 1/N of the parameters, states and
-  // the rest, its share of micro-batch 0's stash once for each micro-batch
-  // it holds, and the backward's working set whole.
-  double n = static_cast<double>(pipeline.stages);
+  // What the stages share but the backward's working set: the parameters,
+  // states and the rest of the peak.
   double shared = arguments + peak - backwardAtPeak;
-  double byTime = (shared + (inFlight - 1) * stash) / n + backwardAtPeak;
-  if (pipeline.memoryLimit <= 0)
-    return byTime;
-  std::vector<double> held;
-  for (int64_t s = 0; s < pipeline.stages; ++s)
-    held.push_back(s < static_cast<int64_t>(pipeline.inFlight.size())
-                       ? std::max(pipeline.inFlight[s], 1.0)
-                       : 1.0);
-  if (blocks >= pipeline.stages) {
-    // Whole blocks: what no block's steps read first (optimizer states,
-    // gradient sums, the rest of the peak) in proportion to the arguments
-    // each reads first; a stash made outside the blocks in proportion to
-    // theirs. The cut by time where it fits (and so, blocks or not, where
-    // some cut does: its stages near 1/N each), else the leanest.
+  if (blocks >= pipeline.cut.parts()) {
+    // Whole blocks, each its forward's compute and, of what no block's
+    // steps read first (optimizer states, gradient sums, the rest of the
+    // peak), a share in proportion to the arguments it reads first; of a
+    // stash made outside the blocks, in proportion to its own.
     auto spread = [&](const std::vector<double> &parts, double whole) {
       double sum = std::accumulate(parts.begin(), parts.end(), 0.0);
       std::vector<double> spread;
@@ -895,48 +853,35 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                          std::max(whole - sum, 0.0) * (sum > 0 ? part / sum : 1.0 / parts.size()));
       return spread;
     };
-    double leanest =
-        leanestWholeCut(spread(blockArguments, shared - stash), spread(blockStash, stash), held) +
-        backwardAtPeak;
-    return byTime <= pipeline.memoryLimit && leanest <= pipeline.memoryLimit ? byTime : leanest;
+    std::vector<double> held = spread(blockArguments, shared - stash),
+                        stashed = spread(blockStash, stash), seconds(blocks, 0.0);
+    for (auto [s, step] : llvm::enumerate(steps))
+      if (blockOf[s] >= 0)
+        seconds[blockOf[s]] += problem.nodes()[step.first].candidates->compute[choice[step.first]];
+    std::vector<sbp::CutMemory> memory;
+    for (int64_t b = 0; b < blocks; ++b)
+      memory.push_back({held[b], stashed[b], backwardAtPeak});
+    return sbp::cutPipeline(pipeline.cut, seconds, memory).fullestBytes(pipeline.cut);
   }
-  if (byTime <= pipeline.memoryLimit)
+  // Fewer blocks than chunks: shares. The fullest stage of a cut by time
+  // holds 1/N of the parameters, states and the rest, its share of
+  // micro-batch 0's stash once for each micro-batch it holds, and the
+  // backward's working set whole.
+  double n = static_cast<double>(stages);
+  double byTime = (shared + (inFlight - 1) * stash) / n + backwardAtPeak;
+  if (pipeline.cut.memoryLimit <= 0 || byTime <= pipeline.cut.memoryLimit)
     return byTime;
   // Cut for memory, chunks of a stage apart: stage s takes the share x_s
   // of the model at which x_s * (shared + (held_s - 1) * stash) is the
   // same on every stage.
   double inverse = 0;
-  for (double h : held)
-    inverse += 1 / (shared + (h - 1) * stash);
+  for (int64_t s = 0; s < stages; ++s) {
+    double held = s < static_cast<int64_t>(pipeline.inFlight.size())
+                      ? std::max(pipeline.inFlight[s], 1.0)
+                      : 1.0;
+    inverse += 1 / (shared + (held - 1) * stash);
+  }
   return 1 / inverse + backwardAtPeak;
-}
-
-double leanestWholeCut(llvm::ArrayRef<double> step, llvm::ArrayRef<double> stash,
-                       llvm::ArrayRef<double> held) {
-  const size_t units = step.size(), stages = held.size();
-  const double infinity = std::numeric_limits<double>::infinity();
-  if (units < stages || stages == 0)
-    return infinity;
-  std::vector<double> stepBefore(units + 1, 0.0), stashBefore(units + 1, 0.0);
-  for (size_t u = 0; u < units; ++u) {
-    stepBefore[u + 1] = stepBefore[u] + step[u];
-    stashBefore[u + 1] = stashBefore[u] + stash[u];
-  }
-  // fullest[j]: the leanest cut of units [0, j) into the stages so far.
-  std::vector<double> fullest(units + 1, infinity), next;
-  fullest[0] = 0;
-  for (size_t s = 0; s < stages; ++s) {
-    next.assign(units + 1, infinity);
-    // (Each stage takes a unit, and leaves one for each stage after it.)
-    for (size_t j = s + 1; j + (stages - 1 - s) <= units; ++j)
-      for (size_t i = s; i < j; ++i)
-        if (fullest[i] < infinity)
-          next[j] = std::min(next[j],
-                             std::max(fullest[i], stepBefore[j] - stepBefore[i] +
-                                                      held[s] * (stashBefore[j] - stashBefore[i])));
-    fullest.swap(next);
-  }
-  return fullest[units];
 }
 
 std::optional<std::pair<size_t, double>> runnerUp(SearchProblem &problem,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "compiler/Cost/CostModel.h"
+#include "compiler/Sbp/PipelineCut.h"
 #include "compiler/Sbp/Signatures.h"
 #include "compiler/Sbp/ValueLayouts.h"
 
@@ -291,41 +292,30 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// that accumulate them over micro-batches) counted as their slices, at 3
 /// the parameters stored split, each gathered copy live at its use only.
 ///
-/// On a pipeline (`pipeline.stages` N > 1), an estimate of the fullest
-/// stage's before the cut. A stage that holds a share x of the model holds
-/// x of the parameters, states and other activations, x of what
-/// micro-batch 0's forward leaves for its backward (its stash) once for
-/// each micro-batch the stage holds at once (`pipeline.inFlight[s]`), and
+/// On a pipeline (`pipeline.cut.stages` N > 1), an estimate of the
+/// fullest stage of the cut --sbp-pipeline will make (sbp::cutPipeline:
+/// by time, or by memory where a stage cut by time would exceed
+/// `pipeline.cut.memoryLimit` > 0), made of whole blocks as the pass
+/// makes them (runs of micro-batch 0's forward ops of one graph.region),
+/// each taking its ops' compute time, the arguments its ops read first,
+/// what they leave for the backward (the stash, a chunk's counted once
+/// for each micro-batch it holds at that moment) and the rest of the step
+/// (optimizer states, gradient sums) in proportion to its arguments; and
 /// whole what the backward (recomputation too) has live at the peak but
 /// parameters' gradients, one block's working set, which every stage has.
-/// The cut balances time, x = 1/N, so the first stage, which holds the
-/// most micro-batches, is the fullest; where that exceeds
-/// `pipeline.memoryLimit` (> 0), --sbp-pipeline cuts for memory instead,
-/// and the estimate is the leanest cut's fullest stage. That cut is of
-/// whole blocks as --sbp-pipeline makes them (runs of micro-batch 0's
-/// forward ops of one graph.region): each block holds the arguments its
-/// ops read first, the stash its ops make, and the rest of the step
-/// (optimizer states, gradient sums) in proportion to its arguments.
-/// Under the interleaved schedule (`chunks` > 1) the stages are as full
-/// as each other instead (x inversely proportional to what a whole model
-/// would hold there).
+/// Where the model has fewer blocks than chunks, shares of it instead: a
+/// stage that holds a share x holds x of the parameters, states and
+/// activations, x of the stash once for each micro-batch it holds at once
+/// (`pipeline.inFlight[s]`), x = 1/N by time, else the shares at which the
+/// stages are as full as each other.
 struct PipelineShare {
-  int64_t stages = 1;
-  /// Per stage; fractional under the interleaved schedule (empty: 1).
+  sbp::CutShape cut;
+  /// Per stage, the most micro-batches it holds at once; fractional under
+  /// the interleaved schedule (empty: 1).
   std::vector<double> inFlight;
-  double memoryLimit = 0;
-  /// Model chunks a stage holds (the interleaved schedule's V).
-  int64_t chunks = 1;
 };
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
                   const PipelineShare &pipeline = {});
-
-/// The leanest cut of units (blocks, in order) into `held.size()` stages,
-/// none empty: the least, over every such cut, of its fullest stage's
-/// bytes, a stage s of units U holding sum(step[U]) + held[s] *
-/// sum(stash[U]). Infinite where there are fewer units than stages.
-double leanestWholeCut(llvm::ArrayRef<double> step, llvm::ArrayRef<double> stash,
-                       llvm::ArrayRef<double> held);
 
 /// Limits of the exact solver: the largest table one elimination may
 /// build, all tables together (entries, 8 bytes each), and the entries
@@ -371,10 +361,8 @@ struct AutoOptions {
   /// Reject plans over the cluster's device memory per rank.
   bool checkMemory = true;
   /// The pipeline the plan will be cut into: the check is of the fullest
-  /// stage's memory as planMemory estimates it (PipelineShare; its
-  /// inFlight, sbp::stageInFlight: under 1F1B stage s holds min(S - s, M)
-  /// micro-batches between their forward and backward, under GPipe M).
-  /// solveAuto sets its memoryLimit where `cutForMemory`.
+  /// stage's memory as planMemory estimates it (PipelineShare).
+  /// solveAuto sets its cut's memoryLimit where `cutForMemory`.
   PipelineShare pipeline;
   /// Whether the stages will be cut for memory where a cut by time would
   /// not fit (--sbp-pipeline, not by hand).
@@ -383,7 +371,7 @@ struct AutoOptions {
   /// (0: unchecked): balanced for memory only where the stages will be.
   PipelineShare pipelineWithin(double memoryLimit) const {
     PipelineShare share = pipeline;
-    share.memoryLimit = cutForMemory ? memoryLimit : 0;
+    share.cut.memoryLimit = cutForMemory ? memoryLimit : 0;
     return share;
   }
   /// When the whole graph is solved exactly (about a second of work on

@@ -65,18 +65,20 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       improves; re-solves with a price on memory until the plan fits the
       cluster's device memory (`memory-check=false` skips that). With
       `stages`, the plan is for a pipeline of that many stages, each
-      holding part of it: the check counts 1/stages of the plan's memory
-      per rank, where what micro-batch 0's forward leaves for its backward
-      (its stash) counts once for every micro-batch the first stage holds
-      at once under `schedule` (1F1B: min(stages, micro-batches);
-      interleaved with `chunks` chunks a stage: the chunks' forwards it
-      holds before their backwards, over `chunks`; GPipe: all of them;
-      sequential: one), and what the backward has live at
-      the peak but parameters' gradients (one block's working set, which
-      every stage has) counts whole. Where that would not fit and the
-      stages will be cut for memory (`cut-for-memory`), the check is of
-      the leanest cut of whole blocks instead, each stage holding its own
-      micro-batches. An estimate before the cut: the report's per-stage
+      holding part of it: the check is of the fullest stage of the cut
+      `--sbp-pipeline` will make (its code, on whole blocks), each block
+      holding its arguments, the rest of the step in proportion to them,
+      and what its forward leaves for the backward (its stash) once for
+      every micro-batch its chunk holds at once under `schedule` (1F1B:
+      stages - s on stage s; interleaved with `chunks` chunks a stage:
+      what its chunks hold together at each moment; GPipe: all of them;
+      sequential: one); what the backward has live at the peak but
+      parameters' gradients (one block's working set, which every stage
+      has) counts whole. The cut is by time, or where that would not fit
+      and the stages will be cut for memory (`cut-for-memory`), the
+      fastest cut that fits, else the leanest. With fewer blocks than
+      chunks, shares of the plan stand in (1/stages, the first stage's
+      micro-batches). An estimate before the cut: the report's per-stage
       peaks are those of the stages as cut.
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will
@@ -110,18 +112,16 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "the --sbp-zero stage to follow: plans are costed as it will make them">,
     Option<"stages", "stages", "int64_t", /*default=*/"1",
            "pipeline stages the plan will be cut into (--sbp-pipeline): the memory check "
-           "estimates the first stage's peak (1/stages of the plan, with the micro-batches "
-           "it holds in flight)">,
+           "estimates the fullest stage of the cut the pass will make">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "the --sbp-pipeline schedule the stages will run (1f1b, interleaved, gpipe or "
-           "sequential): how many micro-batches' activations the first stage holds at once">,
+           "sequential): how many micro-batches' activations each stage holds at once">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "under schedule=interleaved, the model chunks each stage will hold (at least 2)">,
     Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
            "The stages will be cut for memory where a cut by time would not fit "
-           "(--sbp-pipeline's balance-memory), so check the leanest cut of whole blocks there "
-           "(interleaved: stages balanced for memory; false: a cut by hand, whose first stage "
-           "is checked)">,
+           "(--sbp-pipeline's balance-memory), so check the cut the pass makes then (false: a "
+           "cut by hand, for which the cut by time is checked)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

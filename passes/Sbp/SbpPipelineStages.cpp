@@ -13,9 +13,10 @@
 //   from inputs and constants alone (a micro-batch's slice of an input, a
 //   mask) are not cut: they go to the lowest stage that reads them.
 //   Where a stage of that cut would not fit the device's memory (by the
-//   cut's estimate of each block, PartMemory), the cut is instead the
+//   cut's estimate of each block, memoryOf), the cut is instead the
 //   fastest whose every stage fits, the first stages, which hold more
-//   micro-batches at once, taking fewer blocks.
+//   micro-batches at once, taking fewer blocks (compiler/Sbp/PipelineCut.h,
+//   by which --sbp-search estimates the cut's memory too).
 // - Any other op (the backward, sums over micro-batches, updates) goes
 //   where the forward values it reads all are, a value being where it is
 //   computed and where forward ops read it (a backward op reads the inputs
@@ -41,6 +42,7 @@
 // collectives in this one order, which --sbp-spmdize keeps.
 // `schedule=sequential` keeps the micro-batches one after another (the
 // stages wait for each other).
+#include "compiler/Sbp/PipelineCut.h"
 #include "compiler/Sbp/ValueLayouts.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Sbp/Passes.h"
@@ -76,14 +78,7 @@ public:
 private:
   /// Whether `op` is of the forward: not the backward (once `backward` is
   /// known), a boxing, a constraint, a sum over micro-batches or the return.
-  bool isForwardOp(Operation *op) const {
-    return !backward.contains(op) && !isa<BoxingOp, ConstraintOp, func::ReturnOp>(op) &&
-           !op->hasAttr(graph::GraphDialect::kAccumulateAttr);
-  }
-  bool isBackwardValue(Value v) const {
-    Operation *def = v.getDefiningOp();
-    return def && backward.contains(def);
-  }
+  bool isForwardOp(Operation *op) const { return sbp::isForwardOp(op, backward); }
   /// Follows boxings back to the value they change.
   static Value source(Value v) {
     while (auto boxing = v.getDefiningOp<BoxingOp>())
@@ -97,23 +92,14 @@ private:
     return layout ? static_cast<double>(localBytes(context.mesh, *layout, v, sizes.of(v))) : 0;
   }
   /// What a part of the cut (ops of micro-batch 0's forward) makes its
-  /// stage hold, per rank.
-  struct PartMemory {
-    /// The whole step: the parameters its ops read, their optimizer
-    /// states and gradient sums, and copies of them in another layout
-    /// that more than one micro-batch reads.
-    double step = 0;
-    /// Once per micro-batch in flight: what its forward leaves for the
-    /// backward.
-    double stash = 0;
-    /// What its ops have live at once beside the stash: the backward of
-    /// the op with the largest results, the gradients it passes on and a
-    /// micro-batch's gradients of its parameters.
-    double working = 0;
-  };
+  /// stage hold, per rank: the step's parameters its ops read, their
+  /// optimizer states and gradient sums, and copies of them in another
+  /// layout that more than one micro-batch reads; its stash; its working
+  /// set, the backward of the op with the largest results, the gradients
+  /// it passes on and a micro-batch's gradients of its parameters.
   /// `updatesCounted`: the parameters whose update (states, gradient sum)
   /// an earlier part counts.
-  PartMemory memoryOf(ArrayRef<Operation *> ops, llvm::DenseSet<Value> &updatesCounted);
+  CutMemory memoryOf(ArrayRef<Operation *> ops, llvm::DenseSet<Value> &updatesCounted);
   /// Cuts `ops` (forward ops in program order) into the stages, at the
   /// blocks `starts` names if it names any. `record` keeps what the cut
   /// was made by (kFuncCut).
@@ -159,11 +145,10 @@ private:
   llvm::DenseMap<Operation *, int64_t> stage;
   size_t units_ = 0; // the most units a cut had
   /// Device memory per rank the cut keeps each stage within (0: time
-  /// alone); per chunk the micro-batches it holds at once, and per stage
-  /// what its chunks hold together (stageHeldTogether).
+  /// alone), and the pipeline it cuts for (once the micro-batches are
+  /// known).
   double memoryLimit;
-  std::vector<double> inFlight;
-  std::vector<std::vector<std::vector<double>>> heldTogether;
+  CutShape shape;
   /// What the cut was made by (kFuncCut), once made.
   DictionaryAttr cutBy;
 };
@@ -181,9 +166,8 @@ double StagePlacer::secondsOf(Operation *op) {
   return computeSecondsOf(op, sig, context.mesh, context.cluster, sizes);
 }
 
-StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops,
-                                              llvm::DenseSet<Value> &updatesCounted) {
-  PartMemory memory;
+CutMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops, llvm::DenseSet<Value> &updatesCounted) {
+  CutMemory memory;
   llvm::DenseSet<Value> counted;
   auto isInput = [&](BlockArgument arg) {
     return !!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
@@ -317,237 +301,45 @@ StagePlacer::PartMemory StagePlacer::memoryOf(ArrayRef<Operation *> ops,
 
 LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
   // Units that are never cut: runs of ops of one block (graph.region).
-  std::vector<std::pair<size_t, size_t>> units; // [begin, end) in ops
-  for (size_t i = 0; i < ops.size(); ++i) {
-    auto region = ops[i]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
-    auto prev = i ? ops[i - 1]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr)
-                  : StringAttr();
-    if (i > 0 && region && region == prev)
-      units.back().second = i + 1;
-    else
-      units.push_back({i, i + 1});
-  }
+  std::vector<std::pair<size_t, size_t>> units = pipelineCutUnits(ops);
   std::vector<double> seconds;
-  std::vector<PartMemory> memory;
+  std::vector<CutMemory> memory;
   llvm::DenseSet<Value> updatesCounted;
-  double total = 0;
   for (auto [begin, end] : units) {
     double s = 0;
     for (size_t i = begin; i < end; ++i)
       s += secondsOf(ops[i]);
     seconds.push_back(s);
-    total += s;
     memory.push_back(memoryOf(ops.slice(begin, end - begin), updatesCounted));
   }
-  // A group of units' memory on chunk g, and the most a chunk may hold
-  // (a stage's share when it holds several).
-  auto memoryOfGroup = [&](const PartMemory &sum, int64_t g) {
-    double held = g < static_cast<int64_t>(inFlight.size()) ? inFlight[g] : 1.0;
-    return sum.step + held * sum.stash + sum.working;
-  };
-  const double chunkLimit = memoryLimit / static_cast<double>(chunks);
-  // The contiguous split of the units into the chunks, none empty, whose
-  // slowest chunk is fastest: the least bound at which filling each chunk
-  // up to it (and leaving a unit for every chunk still to fill) places
-  // them all, by bisection. Units of no time (reshapes) go with the work
-  // being filled.
-  //
-  // Where the memory is bounded too (`memoryScale` times a chunk's limit;
-  // 0: not), a chunk also takes no more units than it holds, and the
-  // chunks fill from the last: a later chunk holds no more micro-batches
-  // at once than an earlier one, so its bound is the looser, and filling
-  // each chunk from the back as far as both bounds allow places the units
-  // whenever any split does (a unit a split gives an earlier chunk fits a
-  // later one alone). Without it the chunks fill from the first, as the
-  // time bound is the same for all.
-  // Each chunk's seconds and PartMemory as placed.
-  std::vector<double> groupSeconds, groupStep, groupStash, groupWorking;
-  auto place = [&](double bound, double memoryScale, bool keep) {
-    const bool fromLast = memoryScale > 0;
-    const size_t n = units.size();
-    int64_t k = 0; // groups filled before the one being filled
-    double load = 0;
-    PartMemory sum;
-    size_t inGroup = 0;
-    groupSeconds.assign(parts, 0);
-    groupStep.assign(parts, 0);
-    groupStash.assign(parts, 0);
-    groupWorking.assign(parts, 0);
-    for (size_t i = 0; i < n; ++i) {
-      size_t u = fromLast ? n - 1 - i : i;
-      size_t left = n - i;           // this unit and those still to place
-      int64_t after = parts - 1 - k; // groups still to fill after this one
-      int64_t group = fromLast ? parts - 1 - k : k;
-      bool full = load + seconds[u] > bound && seconds[u] > 0;
-      PartMemory with = {sum.step + memory[u].step, sum.stash + memory[u].stash,
-                         std::max(sum.working, memory[u].working)};
-      bool over = fromLast && memoryOfGroup(with, group) > memoryScale * chunkLimit;
-      if (inGroup > 0 && after > 0 && (full || over || left <= static_cast<size_t>(after))) {
-        ++k;
-        group = fromLast ? parts - 1 - k : k;
-        load = 0;
-        sum = {};
-        inGroup = 0;
-      }
-      load += seconds[u];
-      sum = {sum.step + memory[u].step, sum.stash + memory[u].stash,
-             std::max(sum.working, memory[u].working)};
-      ++inGroup;
-      groupSeconds[group] = load;
-      groupStep[group] = sum.step;
-      groupStash[group] = sum.stash;
-      groupWorking[group] = sum.working;
-      if (!keep &&
-          (load > bound || (fromLast && memoryOfGroup(sum, group) > memoryScale * chunkLimit)))
-        return false;
-      if (keep)
-        for (size_t o = units[u].first; o < units[u].second; ++o)
-          stage[ops[o]] = group;
-    }
-    return true;
-  };
-  auto fastest = [&](double memoryScale) {
-    double low = 0, high = total;
-    for (double t : seconds)
-      low = std::max(low, t);
-    high = std::max(high, low);
-    for (int i = 0; i < 60 && high - low > 1e-12 * std::max(1.0, high); ++i) {
-      double mid = (low + high) / 2;
-      (place(mid, memoryScale, false) ? high : low) = mid;
-    }
-    return high;
-  };
   units_ = std::max(units_, units.size());
-  // Each stage's memory: its chunks' for the step, their stashes at the
-  // moment they hold the most together, and one working set (one
-  // backward runs at a time).
-  auto stageBytes = [&] {
-    std::vector<double> onStage(stages, 0.0);
-    for (int64_t s = 0; s < stages; ++s) {
-      double stash = 0, working = 0;
-      for (const std::vector<double> &held : heldTogether[s]) {
-        double together = 0;
-        for (int64_t k = 0; k < chunks; ++k)
-          together += held[k] * groupStash[s + k * stages];
-        stash = std::max(stash, together);
-      }
-      for (int64_t g = s; g < parts; g += stages) {
-        onStage[s] += groupStep[g];
-        working = std::max(working, groupWorking[g]);
-      }
-      onStage[s] += stash + working;
-    }
-    return onStage;
-  };
-  auto fullest = [&] {
-    std::vector<double> onStage = stageBytes();
-    return *std::max_element(onStage.begin(), onStage.end());
-  };
-  auto slowest = [&] { return *std::max_element(groupSeconds.begin(), groupSeconds.end()); };
   Builder b(fn.getContext());
   // The chunks' estimates as cut, and (cut by time or memory) those of
   // the fastest cut.
-  auto note = [&](StringRef by, std::optional<std::pair<double, double>> timeCut) {
+  auto note = [&](const PipelineCut &cut) {
     if (!record)
       return;
     SmallVector<NamedAttribute> entries = {
-        b.getNamedAttr("by", b.getStringAttr(by)),
-        b.getNamedAttr("bytes", b.getDenseF64ArrayAttr(stageBytes())),
-        b.getNamedAttr("seconds", b.getDenseF64ArrayAttr(groupSeconds)),
-        b.getNamedAttr("slowest_seconds", b.getF64FloatAttr(slowest()))};
-    if (timeCut) {
+        b.getNamedAttr("by", b.getStringAttr(cut.by)),
+        b.getNamedAttr("bytes", b.getDenseF64ArrayAttr(cut.stageBytes(shape))),
+        b.getNamedAttr("seconds", b.getDenseF64ArrayAttr(cut.seconds)),
+        b.getNamedAttr("slowest_seconds", b.getF64FloatAttr(cut.slowestSeconds()))};
+    if (cut.timeCut) {
       entries.push_back(
-          b.getNamedAttr("time_cut_fullest_bytes", b.getF64FloatAttr(timeCut->first)));
+          b.getNamedAttr("time_cut_fullest_bytes", b.getF64FloatAttr(cut.timeCut->first)));
       entries.push_back(
-          b.getNamedAttr("time_cut_slowest_seconds", b.getF64FloatAttr(timeCut->second)));
+          b.getNamedAttr("time_cut_slowest_seconds", b.getF64FloatAttr(cut.timeCut->second)));
     }
-    if (memoryLimit > 0)
-      entries.push_back(b.getNamedAttr("memory_limit_bytes", b.getF64FloatAttr(memoryLimit)));
+    if (shape.memoryLimit > 0)
+      entries.push_back(b.getNamedAttr("memory_limit_bytes", b.getF64FloatAttr(shape.memoryLimit)));
     cutBy = b.getDictionaryAttr(entries);
   };
   if (starts.empty()) {
-    // By time alone, unless a stage of that cut would not fit: then the
-    // fastest cut that fits, or where none does the leanest.
-    double bound = fastest(0);
-    place(bound, 0, true);
-    double timeCutBytes = fullest(), timeCutSeconds = slowest();
-    if (memoryLimit <= 0 || timeCutBytes <= memoryLimit) {
-      note("time", std::pair(timeCutBytes, timeCutSeconds));
-      return success();
-    }
-    // The bound of each chunk at which the time cut's fullest chunk fits.
-    double timeCutScale = 0;
-    for (int64_t g = 0; g < parts; ++g)
-      timeCutScale =
-          std::max(timeCutScale,
-                   memoryOfGroup({groupStep[g], groupStash[g], groupWorking[g]}, g) / chunkLimit);
-    // Each chunk is bounded by `scale` times its share of the device (the
-    // device's, one chunk a stage). The tightest bound some split meets:
-    const double unbounded = std::numeric_limits<double>::infinity();
-    // (None below 1 is sought: a chunk within its share fits.)
-    double least = 1, low = 0;
-    for (int i = 0; i < 60 && !place(unbounded, least, false); ++i)
-      low = least, least *= 2;
-    if (low > 0) {
-      for (int i = 0; i < 40 && least - low > 1e-6 * least; ++i) {
-        double mid = (low + least) / 2;
-        (place(unbounded, mid, false) ? least : low) = mid;
-      }
-    }
-    // Bounds from there up to where the time cut is within them, the
-    // fastest cut under each (a stage's chunks are not all at their
-    // fullest at once, so a bound looser than each chunk's share may
-    // still fit the stage): the fastest whose every stage fits, or where
-    // none does the leanest.
-    std::optional<std::pair<double, double>> best; // (its slowest seconds, scale)
-    std::pair<double, double> leanest = {std::numeric_limits<double>::infinity(), least};
-    auto tryScale = [&](double scale) {
-      place(fastest(scale), scale, true);
-      double bytes = fullest(), seconds = slowest();
-      if (bytes <= memoryLimit && (!best || seconds < best->first))
-        best = std::pair(seconds, scale);
-      if (bytes < leanest.first)
-        leanest = std::pair(bytes, scale);
-      return bytes <= memoryLimit;
-    };
-    // (One chunk a stage: its share bound is the device's, which the
-    // stage fits exactly when the chunk does.)
-    // Nor is there anything between where the time cut is already
-    // within the tightest bound.
-    const double loosest = std::max(least, timeCutScale);
-    if (chunks == 1 || loosest <= least) {
-      tryScale(least);
-    } else {
-      // Samples spaced evenly in ratio, then bisection from the loosest
-      // that fits towards the next.
-      const int samples = 16;
-      std::vector<double> scales;
-      std::vector<bool> fits;
-      for (int i = 0; i <= samples; ++i) {
-        scales.push_back(least * std::pow(loosest / least, static_cast<double>(i) / samples));
-        fits.push_back(tryScale(scales.back()));
-      }
-      for (int i = samples - 1; i >= 0; --i) {
-        if (!fits[i] || fits[i + 1])
-          continue;
-        double low = scales[i], high = scales[i + 1];
-        for (int k = 0; k < 20 && high - low > 1e-3 * high; ++k) {
-          double mid = (low + high) / 2;
-          (tryScale(mid) ? low : high) = mid;
-        }
-        break;
-      }
-    }
-    double scale = best ? best->second : leanest.second;
-    place(fastest(scale), scale, true);
-    // (Bisection's bounds are a hair apart: the time cut stays where the
-    // balanced one is no leaner.)
-    if (fullest() >= timeCutBytes) {
-      place(bound, 0, true);
-      note("time", std::pair(timeCutBytes, timeCutSeconds));
-      return success();
-    }
-    note("memory", std::pair(timeCutBytes, timeCutSeconds));
+    PipelineCut cut = cutPipeline(shape, seconds, memory);
+    for (auto [u, range] : llvm::enumerate(units))
+      for (size_t o = range.first; o < range.second; ++o)
+        stage[ops[o]] = cut.chunkOf[u];
+    note(cut);
     return success();
   }
   // By hand: stage g + 1 begins with the block named starts[g].
@@ -566,24 +358,10 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
       stage[ops[i]] = static_cast<int64_t>(next);
   }
   if (record && next == starts.size()) {
-    // What the hand's cut takes, for the report.
-    groupSeconds.assign(parts, 0);
-    std::vector<PartMemory> sums(parts);
-    for (size_t u = 0; u < units.size(); ++u) {
-      int64_t g = stage.lookup(ops[units[u].first]);
-      groupSeconds[g] += seconds[u];
-      sums[g] = {sums[g].step + memory[u].step, sums[g].stash + memory[u].stash,
-                 std::max(sums[g].working, memory[u].working)};
-    }
-    groupStep.assign(parts, 0);
-    groupStash.assign(parts, 0);
-    groupWorking.assign(parts, 0);
-    for (int64_t g = 0; g < parts; ++g) {
-      groupStep[g] = sums[g].step;
-      groupStash[g] = sums[g].stash;
-      groupWorking[g] = sums[g].working;
-    }
-    note("hand", std::nullopt);
+    std::vector<int64_t> chunkOf;
+    for (auto [begin, end] : units)
+      chunkOf.push_back(stage.lookup(ops[begin]));
+    note(cutAt(shape, seconds, memory, std::move(chunkOf)));
   }
   if (next < starts.size()) {
     std::string blocks;
@@ -852,69 +630,35 @@ void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *
 
 LogicalResult StagePlacer::run() {
   Block &body = fn.getBody().front();
-  // Backward: marked so, or computed from something that is.
-  for (Operation &op : body.without_terminator())
-    if (op.hasAttr(graph::GraphDialect::kBackwardAttr) ||
-        llvm::any_of(op.getOperands(), [&](Value v) { return isBackwardValue(v); }))
-      backward.insert(&op);
-  auto isForward = [&](Operation *op) { return isForwardOp(op); };
+  // The forward ops to cut, of the first micro-batch (the others follow
+  // it); the backward, marked so or computed from something that is.
   // Forward ops computed from inputs and constants alone (a micro-batch's
   // slice of an input, a scale, a mask) are not cut: they go where they
-  // are read.
-  llvm::DenseSet<Operation *> fromArguments;
-  for (Operation &op : body.without_terminator())
-    if (isForward(&op) && llvm::all_of(op.getOperands(), [&](Value v) {
-          if (auto arg = dyn_cast<BlockArgument>(v))
-            return !!fn.getArgAttr(arg.getArgNumber(), graph::GraphDialect::kInputAttr);
-          return fromArguments.contains(v.getDefiningOp());
-        }))
-      fromArguments.insert(&op);
-  // Nor are the ops of a join whose pieces are stored as they are made
-  // (StoredJoin): they go where the pieces are.
-  auto isCut = [&](Operation *op) {
-    return isForward(op) && !fromArguments.contains(op) && !isStoredJoin(op);
-  };
-
-  // The forward ops: of the first micro-batch, the others following it.
-  std::vector<std::vector<Operation *>> batches = microBatchOps(fn);
-  if (schedule == "interleaved" && batches.empty())
+  // are read; nor are the ops of a join whose pieces are stored as they
+  // are made (StoredJoin): they go where the pieces are.
+  PipelineCutOps cutOps = pipelineCutOps(fn, /*layoutsKnown=*/true, backward);
+  const std::vector<std::vector<Operation *>> &forward = cutOps.perMicroBatch;
+  auto isForward = [&](Operation *op) { return isForwardOp(op); };
+  const int64_t microBatches = static_cast<int64_t>(microBatchOps(fn).size());
+  if (schedule == "interleaved" && microBatches == 0)
     return fn.emitOpError() << "cannot be put in the interleaved schedule: it has no "
                             << "micro-batches to order (--sbp-micro-batches)";
-  if (std::string error = pipelineScheduleError(schedule.str(), stages, chunks,
-                                                std::max<int64_t>(1, batches.size()));
+  if (std::string error =
+          pipelineScheduleError(schedule.str(), stages, chunks, std::max<int64_t>(1, microBatches));
       !error.empty())
     return fn.emitOpError() << "cannot be put on " << stages << " pipeline stages: " << error;
   // What each chunk and stage holds at once, for the cut's memory.
-  int64_t microBatches = std::max<int64_t>(1, batches.size());
-  inFlight = batches.empty() ? std::vector<double>(parts, 1.0)
-                             : chunkInFlight(schedule.str(), stages, chunks, microBatches);
-  heldTogether = batches.empty() ? std::vector<std::vector<std::vector<double>>>(
-                                       stages, {std::vector<double>(chunks, 1.0)})
-                                 : stageHeldTogether(schedule.str(), stages, chunks, microBatches);
-  if (batches.empty()) {
-    std::vector<Operation *> forward;
-    for (Operation &op : body.without_terminator())
-      if (isCut(&op))
-        forward.push_back(&op);
-    if (failed(cut(forward, /*record=*/true)))
-      return failure();
-  } else {
-    std::vector<std::vector<Operation *>> forward(batches.size());
-    for (auto [i, ops] : llvm::enumerate(batches))
-      for (Operation *op : ops)
-        if (isCut(op))
-          forward[i].push_back(op);
-    if (failed(cut(forward[0], /*record=*/true)))
-      return failure();
-    for (size_t i = 1; i < forward.size(); ++i) {
-      if (forward[i].size() != forward[0].size()) {
-        if (failed(cut(forward[i], /*record=*/false)))
-          return failure();
-        continue;
-      }
-      for (auto [first, op] : llvm::zip(forward[0], forward[i]))
-        stage[op] = stage[first];
+  shape = CutShape::of(schedule.str(), stages, chunks, microBatches, memoryLimit);
+  if (failed(cut(forward[0], /*record=*/true)))
+    return failure();
+  for (size_t i = 1; i < forward.size(); ++i) {
+    if (forward[i].size() != forward[0].size()) {
+      if (failed(cut(forward[i], /*record=*/false)))
+        return failure();
+      continue;
     }
+    for (auto [first, op] : llvm::zip(forward[0], forward[i]))
+      stage[op] = stage[first];
   }
   // Each stage must have work: a model with fewer blocks than stages
   // would leave ranks idle.
@@ -943,7 +687,7 @@ LogicalResult StagePlacer::run() {
   // Forward ops of arguments alone: the lowest stage that reads them, the
   // last first so that a chain follows its reader.
   for (Operation &op : llvm::reverse(body.without_terminator()))
-    if (fromArguments.contains(&op)) {
+    if (cutOps.fromArguments.contains(&op)) {
       std::set<int64_t> readers;
       for (Value result : op.getResults())
         forwardReaders(result, readers);
@@ -1012,7 +756,7 @@ LogicalResult StagePlacer::run() {
       floating.push_back(&op);
     }
   }
-  splitFarSums(microBatches, gradientOnly);
+  splitFarSums(std::max<int64_t>(1, microBatches), gradientOnly);
   improve(gradientOnly);
   // Boxings and constants: the lowest stage of their users (its lowest
   // chunk there), last first so that a chain of boxings follows its
@@ -1043,8 +787,8 @@ LogicalResult StagePlacer::run() {
     fn->setAttr(kFuncChunks, IntegerAttr::get(i64, chunks));
   if (cutBy)
     fn->setAttr(kFuncCut, cutBy);
-  bool pipelined = !batches.empty() && schedule != "sequential";
-  if (pipelined && failed(schedulePipeline(static_cast<int64_t>(batches.size()))))
+  bool pipelined = microBatches > 0 && schedule != "sequential";
+  if (pipelined && failed(schedulePipeline(microBatches)))
     return failure();
   fn->setAttr(kFuncSchedule, StringAttr::get(ctx, pipelined ? schedule : StringRef("sequential")));
   return success();

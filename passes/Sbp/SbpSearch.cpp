@@ -120,7 +120,8 @@ private:
     if (stages < 1)
       return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages.getValue();
     options.checkMemory = memoryCheck;
-    options.pipeline.stages = stages;
+    // (Without micro-batches, every stage holds one, under any schedule.)
+    options.pipeline.cut = CutShape::of(schedule, stages, 1, 0, 0);
     if (!isPipelineSchedule(schedule))
       return fn.emitError() << "sbp-search: schedule must be " << kPipelineSchedules << ", got '"
                             << schedule.getValue() << "'";
@@ -132,7 +133,7 @@ private:
           !error.empty())
         return fn.emitError() << "sbp-search: " << error;
       options.pipeline.inFlight = stageInFlight(schedule, stages, chunks, microBatches);
-      options.pipeline.chunks = schedule == "interleaved" ? chunks : 1;
+      options.pipeline.cut = CutShape::of(schedule, stages, chunks, microBatches, 0);
     }
     // What planMemory says of a plan here: the fullest stage of the cut
     // --sbp-pipeline will make (by memory where the fastest would not fit).

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -507,6 +508,20 @@ TEST_F(ExactSearchTest, MicroBatchCopiesThatReadOtherwiseStayFree) {
   EXPECT_EQ(problem->nodes()[problem->nodeOf(ops[2])].weight, 1.0);
 }
 
+/// A pipeline of `stages` whose stages hold `inFlight` micro-batches at
+/// once, each one chunk (the cut's shape as a 1F1B-like schedule would
+/// make it), for a device of `limit` bytes (0: cut by time).
+search::PipelineShare pipelineOf(int64_t stages, std::vector<double> inFlight, double limit) {
+  search::PipelineShare share;
+  share.cut.stages = stages;
+  share.cut.memoryLimit = limit;
+  share.cut.inFlight = inFlight;
+  for (double held : inFlight)
+    share.cut.heldTogether.push_back({{held}});
+  share.inFlight = std::move(inFlight);
+  return share;
+}
+
 /// Micro-batch 0's forward leaves %h0 and %y0 for its backward (%g0).
 constexpr const char *kForwardAndBackward = R"(
     func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
@@ -518,61 +533,92 @@ constexpr const char *kForwardAndBackward = R"(
     }
   )";
 
-TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kForwardAndBackward, &ctx);
+/// planMemory on a pipeline of `stages` (pipelineOf).
+using PipelineMemory =
+    std::function<double(int64_t stages, std::vector<double> inFlight, double limit)>;
+/// Calls `check` with the PipelineMemory of the step `source`, each node
+/// laid out by its first choice on one device.
+void withPipelineMemory(MLIRContext &ctx, const char *source,
+                        llvm::function_ref<void(const PipelineMemory &)> check) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &ctx);
   ASSERT_TRUE(module);
   auto fn = *module->getOps<func::FuncOp>().begin();
   Plans plans({{"x"}, {1}});
   FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
   ASSERT_TRUE(succeeded(problem));
   std::vector<size_t> plan(problem->nodes().size(), 0);
-  auto memory = [&](int64_t stages, std::vector<double> inFlight, double limit) {
-    return search::planMemory(*problem, plan, {stages, std::move(inFlight), limit});
-  };
-  // What each stage of an even cut holds: shared / N + working, and the
-  // stash once more for each further micro-batch in flight.
-  double two = memory(2, {1, 1}, 0), four = memory(4, {1, 1, 1, 1}, 0);
-  double shared = 4 * (two - four), working = two - shared / 2;
-  double stash = 4 * (memory(4, {2, 2, 2, 2}, 0) - four);
-  ASSERT_GT(stash, 0);
-  ASSERT_GT(shared, 0);
-  // 1F1B on 4 stages: cut by time, the first stage (4 in flight) is the
-  // fullest, where it fits.
-  std::vector<double> oneF1B = {4, 3, 2, 1};
-  double byTime = memory(4, oneF1B, 0);
-  EXPECT_NEAR(byTime, (shared + 3 * stash) / 4 + working, 1e-9 * byTime);
-  EXPECT_DOUBLE_EQ(memory(4, oneF1B, 2 * byTime), byTime);
-  // Where it does not, the cut balances memory: shares inversely
-  // proportional to what a whole model would hold on each stage.
-  double inverse = 0;
-  for (double held : oneF1B)
-    inverse += 1 / (shared + (held - 1) * stash);
-  double balanced = memory(4, oneF1B, byTime / 2);
-  EXPECT_NEAR(balanced, 1 / inverse + working, 1e-9 * balanced);
-  EXPECT_LT(balanced, byTime);
-  EXPECT_GT(balanced, four);
-  // Equal stages in flight: nothing to balance.
-  EXPECT_NEAR(memory(4, {2, 2, 2, 2}, 1), memory(4, {2, 2, 2, 2}, 0), 1e-9 * four);
+  check([&](int64_t stages, std::vector<double> inFlight, double limit) {
+    return search::planMemory(*problem, plan, pipelineOf(stages, std::move(inFlight), limit));
+  });
 }
 
-TEST(LeanestWholeCut, TakesTheLeanestCutOfWholeUnits) {
-  // Two stages, the first holding two micro-batches: units 0 | 1 2 3
-  // need max(1 + 2 * 1, 3 + 3) = 6, 0 1 | 2 3 need max(4, 5) = 5 and
-  // 0 1 2 | 3 max(5, 4) = 5; balanced shares would need less.
-  std::vector<double> step = {1, 1, 1, 1}, stash = {1, 0, 0, 3};
-  EXPECT_DOUBLE_EQ(search::leanestWholeCut(step, stash, {2, 1}), 5);
-  // One stage holds all; every stage holds a unit.
-  EXPECT_DOUBLE_EQ(search::leanestWholeCut(step, stash, {3}), 4 + 3 * 4);
-  EXPECT_DOUBLE_EQ(search::leanestWholeCut(step, stash, {1, 1, 1, 1}), 4);
-  EXPECT_EQ(search::leanestWholeCut(step, stash, {1, 1, 1, 1, 1}),
-            std::numeric_limits<double>::infinity());
-  // A heavy unit last: the later stages, holding fewer micro-batches,
-  // take it, however many stages.
-  std::vector<double> heavy = {1, 1, 1, 1, 1, 1, 10};
-  std::vector<double> none(heavy.size(), 0.0);
-  EXPECT_DOUBLE_EQ(search::leanestWholeCut(heavy, none, {3, 2, 1}), 10);
-  EXPECT_DOUBLE_EQ(search::leanestWholeCut(none, heavy, {3, 2, 1}), 10);
-  EXPECT_DOUBLE_EQ(search::leanestWholeCut(none, heavy, {1, 2, 3}), 30);
+TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
+  withPipelineMemory(ctx, kForwardAndBackward, [&](const PipelineMemory &memory) {
+    // Its two blocks (each op its own) are fewer than the stages: shares of
+    // the model. What each stage of an even cut holds: shared / N +
+    // working, and the stash once more for each further micro-batch in
+    // flight.
+    double three = memory(3, {1, 1, 1}, 0), four = memory(4, {1, 1, 1, 1}, 0);
+    double shared = 12 * (three - four), working = three - shared / 3;
+    double stash = 4 * (memory(4, {2, 2, 2, 2}, 0) - four);
+    ASSERT_GT(stash, 0);
+    ASSERT_GT(shared, 0);
+    // 1F1B on 4 stages: cut by time, the first stage (4 in flight) is the
+    // fullest, where it fits.
+    std::vector<double> oneF1B = {4, 3, 2, 1};
+    double byTime = memory(4, oneF1B, 0);
+    EXPECT_NEAR(byTime, (shared + 3 * stash) / 4 + working, 1e-9 * byTime);
+    EXPECT_DOUBLE_EQ(memory(4, oneF1B, 2 * byTime), byTime);
+    // Where it does not, the cut balances memory: shares inversely
+    // proportional to what a whole model would hold on each stage.
+    double inverse = 0;
+    for (double held : oneF1B)
+      inverse += 1 / (shared + (held - 1) * stash);
+    double balanced = memory(4, oneF1B, byTime / 2);
+    EXPECT_NEAR(balanced, 1 / inverse + working, 1e-9 * balanced);
+    EXPECT_LT(balanced, byTime);
+    EXPECT_GT(balanced, four);
+    // Equal stages in flight: nothing to balance.
+    EXPECT_NEAR(memory(4, {2, 2, 2, 2}, 1), memory(4, {2, 2, 2, 2}, 0), 1e-9 * four);
+  });
+}
+
+/// Three blocks of different sizes, each leaving its result for the
+/// backward: %h0 16 KiB, %h1 32 KiB, %h2 8 KiB.
+constexpr const char *kThreeBlocks = R"(
+    func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
+                 %w0: tensor<64x64xf32> {graph.param = "w0"},
+                 %w1: tensor<64x128xf32> {graph.param = "w1"},
+                 %w2: tensor<128x32xf32> {graph.param = "w2"})
+        -> (tensor<64x64xf32>, tensor<64x128xf32>, tensor<64x32xf32>) {
+      %h0 = graph.matmul %x, %w0 {graph.region = "l0", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %h1 = graph.matmul %h0, %w1 {graph.region = "l1", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+      %h2 = graph.matmul %h1, %w2 {graph.region = "l2", sbp.micro_batch = 0 : i64} : (tensor<64x128xf32>, tensor<128x32xf32>) -> tensor<64x32xf32>
+      %g2 = graph.mul %h2, %h2 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+      %g1 = graph.mul %h1, %h1 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+      %g0 = graph.mul %h0, %h0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      return %g0, %g1, %g2 : tensor<64x64xf32>, tensor<64x128xf32>, tensor<64x32xf32>
+    }
+  )";
+
+TEST_F(ExactSearchTest, PipelineMemoryOfWholeBlocks) {
+  withPipelineMemory(ctx, kThreeBlocks, [&](const PipelineMemory &memory) {
+    // Three stages, a block each: one more micro-batch in flight on the
+    // first stage costs its own block's stash, not a third of the model's
+    // (which would be 56 / 3 KiB).
+    EXPECT_DOUBLE_EQ(memory(3, {3, 1, 1}, 0) - memory(3, {2, 1, 1}, 0), 16384);
+    // (The last stage, where it holds enough to be the fullest.)
+    EXPECT_DOUBLE_EQ(memory(3, {1, 1, 10}, 0) - memory(3, {1, 1, 9}, 0), 8192);
+    // Two stages: by time, the first takes l0 and l1 (a quarter, then half
+    // of the compute), and holds their stashes twice; for a device of less,
+    // the cut gives it l0 alone, the leaner.
+    double byTime = memory(2, {2, 1}, 0);
+    double byMemory = memory(2, {2, 1}, byTime - 1);
+    EXPECT_LT(byMemory, byTime - 32768);
+    EXPECT_DOUBLE_EQ(memory(2, {2, 1}, byTime), byTime);
+    // A device smaller than any cut: the leanest, still.
+    EXPECT_DOUBLE_EQ(memory(2, {2, 1}, 1), byMemory);
+  });
 }
 
 TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
@@ -604,8 +650,8 @@ TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
           continue;
         plan[matmul] = m, plan[relu] = r, plan[mul] = g;
         ++found;
-        double stash = 4 * (search::planMemory(*problem, plan, {4, {2, 2, 2, 2}, 0}) -
-                            search::planMemory(*problem, plan, {4, {1, 1, 1, 1}, 0}));
+        double stash = 4 * (search::planMemory(*problem, plan, pipelineOf(4, {2, 2, 2, 2}, 0)) -
+                            search::planMemory(*problem, plan, pipelineOf(4, {1, 1, 1, 1}, 0)));
         double kept = problem->localBytes(ops[0]->getResult(0), stored) +
                       problem->localBytes(ops[0]->getResult(0), copy) +
                       problem->localBytes(ops[1]->getResult(0), nodes[relu].outputLayout(r, 0));
@@ -659,8 +705,8 @@ TEST_F(ExactSearchTest, PipelineStashLeavesOutCopiesOfParameters) {
           continue;
         plan[weight] = c, plan[forward] = f, plan[backward] = b;
         ++found;
-        double stash = 4 * (search::planMemory(*problem, plan, {4, {2, 2, 2, 2}, 0}) -
-                            search::planMemory(*problem, plan, {4, {1, 1, 1, 1}, 0}));
+        double stash = 4 * (search::planMemory(*problem, plan, pipelineOf(4, {2, 2, 2, 2}, 0)) -
+                            search::planMemory(*problem, plan, pipelineOf(4, {1, 1, 1, 1}, 0)));
         double kept = problem->localBytes(ops[0]->getResult(0), nodes[forward].outputLayout(f, 0));
         EXPECT_NEAR(stash, kept, 1e-9 * kept)
             << sbprt::toString(problem->layout(stored)) << " read as "
