@@ -33,12 +33,15 @@ CutShape CutShape::of(const std::string &schedule, int64_t stages, int64_t chunk
 
 std::vector<double> PipelineCut::stageBytes(const CutShape &shape) const {
   std::vector<double> onStage(shape.stages, 0.0);
+  const std::vector<std::vector<double>> once = {std::vector<double>(shape.chunks, 1.0)};
   for (int64_t s = 0; s < shape.stages; ++s) {
     double stash = 0, working = 0;
-    for (const std::vector<double> &held : shape.heldTogether[s]) {
+    for (const std::vector<double> &held :
+         s < static_cast<int64_t>(shape.heldTogether.size()) ? shape.heldTogether[s] : once) {
       double together = 0;
       for (int64_t k = 0; k < shape.chunks; ++k)
-        together += held[k] * memory[s + k * shape.stages].stash;
+        together += (k < static_cast<int64_t>(held.size()) ? held[k] : 1.0) *
+                    memory[s + k * shape.stages].stash;
       stash = std::max(stash, together);
     }
     for (int64_t g = s; g < shape.parts(); g += shape.stages) {

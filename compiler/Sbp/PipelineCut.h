@@ -41,7 +41,8 @@ struct CutShape {
   /// Model chunks per stage (the interleaved schedule's V; 1 otherwise).
   int64_t chunks = 1;
   /// Per chunk, the most micro-batches it holds at once (chunkInFlight),
-  /// and per stage what its chunks hold together (stageHeldTogether).
+  /// and per stage what its chunks hold together (stageHeldTogether);
+  /// where either is short, a chunk holds one.
   std::vector<double> inFlight;
   std::vector<std::vector<std::vector<double>>> heldTogether;
   /// Device memory per rank each stage must fit (0: cut by time alone).
@@ -81,7 +82,7 @@ struct PipelineCut {
 /// found. Each chunk is then bounded by a scale of 1/chunks of the device;
 /// the chunks fill from the last (which holds the fewest micro-batches at
 /// once), so with one chunk a stage the leanest scale is the leanest cut.
-/// With fewer units than chunks, the last chunks are left empty.
+/// With fewer units than chunks, some chunks are left empty.
 PipelineCut cutPipeline(const CutShape &shape, const std::vector<double> &seconds,
                         const std::vector<CutMemory> &memory);
 

@@ -295,11 +295,11 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     if (!fitting) {
       error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
               " per rank" +
-              (pipeline.cut.stages <= 1 ? std::string()
-               : options.cutForMemory ? " (the fullest of " + std::to_string(pipeline.cut.stages) +
-                                            " pipeline stages, cut to balance memory)"
-                                      : " (the first of " + std::to_string(pipeline.cut.stages) +
-                                            " pipeline stages)") +
+              (pipeline.cut.stages <= 1
+                   ? std::string()
+                   : " (the fullest of " + std::to_string(pipeline.cut.stages) +
+                         " pipeline stages, cut " +
+                         (options.cutForMemory ? "to balance memory)" : "by time)")) +
               ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }

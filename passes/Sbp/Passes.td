@@ -70,15 +70,16 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       holding its arguments, the rest of the step in proportion to them,
       and what its forward leaves for the backward (its stash) once for
       every micro-batch its chunk holds at once under `schedule` (1F1B:
-      stages - s on stage s; interleaved with `chunks` chunks a stage:
-      what its chunks hold together at each moment; GPipe: all of them;
-      sequential: one); what the backward has live at the peak but
+      min(stages - s, micro-batches) on stage s; interleaved with
+      `chunks` chunks a stage: what its chunks hold together at each
+      moment; GPipe: all of them; sequential: one); what the backward has live at the peak but
       parameters' gradients (one block's working set, which every stage
       has) counts whole. The cut is by time, or where that would not fit
       and the stages will be cut for memory (`cut-for-memory`), the
       fastest cut that fits, else the leanest. With fewer blocks than
       chunks, shares of the plan stand in (1/stages, the first stage's
-      micro-batches). An estimate before the cut: the report's per-stage
+      micro-batches; cut for memory, shares that make the stages as full
+      as each other). An estimate before the cut: the report's per-stage
       peaks are those of the stages as cut.
 
     With `zero`, every plan is costed as `--sbp-zero` at that stage will
