@@ -166,6 +166,13 @@ constexpr Field kPeakFields[] = {
     {"largest_live[].bytes", kNumber},
 };
 
+/// `v` as JSON, cut to 40 characters: what a message shows of a value
+/// that may be a whole array.
+std::string shown(const json &v) {
+  std::string text = v.dump();
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
 /// Checks the fields `path` names under `v` (named `where`), where
 /// present, hold `kind`.
 bool checkField(const json &v, llvm::StringRef path, const Kind &kind, const std::string &where,
@@ -173,10 +180,7 @@ bool checkField(const json &v, llvm::StringRef path, const Kind &kind, const std
   if (path.empty()) {
     if (kind.holds(v))
       return true;
-    std::string shown = v.dump();
-    if (shown.size() > 40)
-      shown = shown.substr(0, 37) + "...";
-    error = where + " is " + shown + ", not " + kind.name;
+    error = where + " is " + shown(v) + ", not " + kind.name;
     return false;
   }
   auto [head, rest] = path.split('.');
@@ -288,7 +292,7 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
   // not guessed at.
   if (report.is_object() && report.contains("version") && report["version"] != 1 &&
       report["version"] != 2) {
-    error = "version " + report["version"].dump() + ", expected 1 or 2";
+    error = "version " + shown(report["version"]) + ", expected 1 or 2";
     return mlir::failure();
   }
   if (!require(report, {"mesh", "strategy", "search", "ops", "boxings", "totals"}, "the report",
@@ -314,7 +318,7 @@ mlir::LogicalResult sbpc::explainReport(const json &report, llvm::raw_ostream &o
     for (const auto &[i, stage] : llvm::enumerate(*stages)) {
       std::string where = "pipeline.per_stage[" + std::to_string(i) + "]";
       if (stage.contains("ranks") && stage["ranks"].size() != 2) {
-        error = where + ".ranks is " + stage["ranks"].dump() + ", not its first and last rank";
+        error = where + ".ranks is " + shown(stage["ranks"]) + ", not its first and last rank";
         return mlir::failure();
       }
       if (stage.contains("peak_memory"))
