@@ -642,17 +642,16 @@ static bool isParameterGradient(Value value) {
   });
 }
 
-/// Per step, the block --sbp-pipeline places it with when it cuts (-1 for
-/// steps it does not cut; sbp::pipelineCutOps, sbp::pipelineCutUnits).
-static std::vector<int> forwardBlocks(SearchProblem &problem) {
-  std::vector<int> blockOf(problem.steps().size(), -1);
+const std::vector<int> &SearchProblem::pipelineBlocks() {
+  if (pipelineBlocks_)
+    return *pipelineBlocks_;
+  std::vector<int> &blockOf = pipelineBlocks_.emplace(steps_.size(), -1);
   llvm::DenseSet<Operation *> backward;
   std::vector<Operation *> ops =
-      sbp::pipelineCutOps(problem.function(), /*layoutsKnown=*/false, backward)
-          .perMicroBatch.front();
+      sbp::pipelineCutOps(fn_, /*layoutsKnown=*/false, backward).perMicroBatch.front();
   for (auto [block, unit] : llvm::enumerate(sbp::pipelineCutUnits(ops)))
     for (size_t i = unit.first; i < unit.second; ++i)
-      blockOf[problem.stepOf(ops[i])] = static_cast<int>(block);
+      blockOf[stepOf(ops[i])] = static_cast<int>(block);
   return blockOf;
 }
 
@@ -708,7 +707,8 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   // On a pipeline, the whole blocks --sbp-pipeline cuts: each step of
   // micro-batch 0's forward in one (-1: none), with the arguments its
   // steps read first and the stash they make.
-  std::vector<int> blockOf = stages > 1 ? forwardBlocks(problem) : std::vector<int>();
+  static const std::vector<int> noBlocks;
+  const std::vector<int> &blockOf = stages > 1 ? problem.pipelineBlocks() : noBlocks;
   int64_t blocks = blockOf.empty() ? 0 : *std::max_element(blockOf.begin(), blockOf.end()) + 1;
   std::vector<double> blockArguments(blocks, 0.0), blockStash(blocks, 0.0);
   auto stashOf = [&](Operation *op, double bytes) {

@@ -185,6 +185,10 @@ public:
   const std::vector<std::pair<size_t, mlir::Operation *>> &steps() const { return steps_; }
   /// The step of an op.
   size_t stepOf(mlir::Operation *op) const { return stepOf_.lookup(op); }
+  /// Per step, the block --sbp-pipeline places it with when it cuts (-1
+  /// for steps it does not cut; sbp::pipelineCutOps, pipelineCutUnits),
+  /// found on first use.
+  const std::vector<int> &pipelineBlocks();
   /// The step of the last op that reads `value` (the number of steps when
   /// the function returns it).
   size_t lastUse(mlir::Value value) const { return lastUse_.lookup(value); }
@@ -219,6 +223,7 @@ private:
   llvm::DenseMap<mlir::Operation *, size_t> nodeOf_;
   std::vector<std::pair<size_t, mlir::Operation *>> steps_;
   llvm::DenseMap<mlir::Operation *, size_t> stepOf_;
+  std::optional<std::vector<int>> pipelineBlocks_;
   std::vector<std::vector<std::pair<size_t, size_t>>> coreInputs_;
   // Interning.
   std::vector<std::unique_ptr<Candidates>> ownedCandidates_;
