@@ -411,7 +411,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.stages = stages;
     search.schedule = command.pipelineSchedule;
     search.chunks = command.pipelineChunks;
-    search.cutForMemory = command.pipelineStarts.empty();
+    search.starts = command.pipelineStarts;
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;

@@ -247,6 +247,18 @@ PipelineCut cutPipeline(const CutShape &shape, const std::vector<double> &second
   return byMemory;
 }
 
+std::vector<int64_t> handCutChunks(const std::vector<std::string> &blocks,
+                                   const std::vector<std::string> &starts, size_t &matched) {
+  std::vector<int64_t> chunkOf;
+  matched = 0;
+  for (size_t u = 0; u < blocks.size(); ++u) {
+    if (u > 0 && matched < starts.size() && !blocks[u].empty() && blocks[u] == starts[matched])
+      ++matched;
+    chunkOf.push_back(static_cast<int64_t>(matched));
+  }
+  return chunkOf;
+}
+
 PipelineCut cutAt(const CutShape &shape, const std::vector<double> &seconds,
                   const std::vector<CutMemory> &memory, std::vector<int64_t> chunkOf) {
   PipelineCut cut;

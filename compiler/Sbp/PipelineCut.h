@@ -86,6 +86,14 @@ struct PipelineCut {
 PipelineCut cutPipeline(const CutShape &shape, const std::vector<double> &seconds,
                         const std::vector<CutMemory> &memory);
 
+/// Per unit, its chunk in a cut by hand: chunk g + 1 begins with the
+/// first unit after chunk g's beginning whose block is named `starts[g]`
+/// (`blocks`: each unit's block, "" for a unit outside blocks; the first
+/// unit begins chunk 0 whatever its name). `matched`: how many of
+/// `starts` were found, in order (all of them where the cut is whole).
+std::vector<int64_t> handCutChunks(const std::vector<std::string> &blocks,
+                                   const std::vector<std::string> &starts, size_t &matched);
+
 /// The cut that puts unit u on chunk `chunkOf[u]` (by hand).
 PipelineCut cutAt(const CutShape &shape, const std::vector<double> &seconds,
                   const std::vector<CutMemory> &memory, std::vector<int64_t> chunkOf);

@@ -299,7 +299,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                    ? std::string()
                    : " (the fullest of " + std::to_string(pipeline.cut.stages) +
                          " pipeline stages, cut " +
-                         (options.cutForMemory ? "to balance memory)" : "by time)")) +
+                         (pipeline.starts.empty() ? "to balance memory)" : "by hand)")) +
               ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }

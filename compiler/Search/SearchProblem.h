@@ -189,6 +189,11 @@ public:
   /// for steps it does not cut; sbp::pipelineCutOps, pipelineCutUnits),
   /// found on first use.
   const std::vector<int> &pipelineBlocks();
+  /// Per block, its graph.region ("" for an op outside blocks).
+  const std::vector<std::string> &pipelineBlockNames() {
+    pipelineBlocks();
+    return pipelineBlockNames_;
+  }
   /// The step of the last op that reads `value` (the number of steps when
   /// the function returns it).
   size_t lastUse(mlir::Value value) const { return lastUse_.lookup(value); }
@@ -224,6 +229,7 @@ private:
   std::vector<std::pair<size_t, mlir::Operation *>> steps_;
   llvm::DenseMap<mlir::Operation *, size_t> stepOf_;
   std::optional<std::vector<int>> pipelineBlocks_;
+  std::vector<std::string> pipelineBlockNames_;
   std::vector<std::vector<std::pair<size_t, size_t>>> coreInputs_;
   // Interning.
   std::vector<std::unique_ptr<Candidates>> ownedCandidates_;
@@ -315,6 +321,9 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// stages are as full as each other.
 struct PipelineShare {
   sbp::CutShape cut;
+  /// The blocks that begin chunks 1, 2, ... of a cut by hand
+  /// (sbp::handCutChunks; none: the pass cuts).
+  std::vector<std::string> starts;
   /// Per stage, the most micro-batches it holds at once; fractional under
   /// the interleaved schedule (empty: 1).
   std::vector<double> inFlight;
@@ -367,16 +376,12 @@ struct AutoOptions {
   bool checkMemory = true;
   /// The pipeline the plan will be cut into: the check is of the fullest
   /// stage's memory as planMemory estimates it (PipelineShare).
-  /// solveAuto sets its cut's memoryLimit where `cutForMemory`.
   PipelineShare pipeline;
-  /// Whether the stages will be cut for memory where a cut by time would
-  /// not fit (--sbp-pipeline, not by hand).
-  bool cutForMemory = true;
   /// `pipeline` as planMemory takes it where plans must fit `memoryLimit`
-  /// (0: unchecked): balanced for memory only where the stages will be.
+  /// (0: unchecked): where the pass cuts, it cuts for that memory.
   PipelineShare pipelineWithin(double memoryLimit) const {
     PipelineShare share = pipeline;
-    share.cut.memoryLimit = cutForMemory ? memoryLimit : 0;
+    share.cut.memoryLimit = pipeline.starts.empty() ? memoryLimit : 0;
     return share;
   }
   /// When the whole graph is solved exactly (about a second of work on

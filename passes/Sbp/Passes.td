@@ -74,9 +74,9 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       `chunks` chunks a stage: what its chunks hold together at each
       moment; GPipe: all of them; sequential: one); what the backward has live at the peak but
       parameters' gradients (one block's working set, which every stage
-      has) counts whole. The cut is by time, or where that would not fit
-      and the stages will be cut for memory (`cut-for-memory`), the
-      fastest cut that fits, else the leanest. With fewer blocks than
+      has) counts whole. The cut is by time, or where that would not fit,
+      the fastest cut that fits, else the leanest; with `starts`, the cut
+      by hand those blocks begin. With fewer blocks than
       chunks, shares of the plan stand in (1/stages, the first stage's
       micro-batches; cut for memory, shares that make the stages as full
       as each other). An estimate before the cut: the report's per-stage
@@ -119,10 +119,10 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
            "sequential): how many micro-batches' activations each stage holds at once">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "under schedule=interleaved, the model chunks each stage will hold (at least 2)">,
-    Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
-           "The stages will be cut for memory where a cut by time would not fit "
-           "(--sbp-pipeline's balance-memory), so check the cut the pass makes then (false: a "
-           "cut by hand, for which the cut by time is checked)">,
+    ListOption<"starts", "starts", "std::string",
+               "the blocks that begin stages 1, 2, ... where --sbp-pipeline cuts by hand "
+               "(its starts): the memory check is of that cut (none: of the cut the pass "
+               "makes, by time or for memory)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

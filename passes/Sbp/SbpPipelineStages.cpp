@@ -342,38 +342,35 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     note(cut);
     return success();
   }
-  // By hand: stage g + 1 begins with the block named starts[g].
-  size_t next = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    auto region = ops[units[u].first]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
-    if (next < starts.size() && region && region.getValue() == starts[next]) {
-      if (u == 0)
-        return fn.emitOpError() << "cannot begin pipeline " << (chunks > 1 ? "chunk" : "stage")
-                                << " 1 with block '" << starts[0] << "': it begins the forward, "
-                                << "which would leave " << (chunks > 1 ? "chunk" : "stage")
-                                << " 0 nothing";
-      ++next;
-    }
-    for (size_t i = units[u].first; i < units[u].second; ++i)
-      stage[ops[i]] = static_cast<int64_t>(next);
+  // By hand: chunk g + 1 begins with the block named starts[g].
+  std::vector<std::string> blocks;
+  for (auto [begin, end] : units) {
+    auto region = ops[begin]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
+    blocks.push_back(region ? region.str() : "");
   }
-  if (record && next == starts.size()) {
-    std::vector<int64_t> chunkOf;
-    for (auto [begin, end] : units)
-      chunkOf.push_back(stage.lookup(ops[begin]));
-    note(cutAt(shape, seconds, memory, std::move(chunkOf)));
+  std::string part = chunks > 1 ? "chunk" : "stage";
+  if (!blocks.empty() && !blocks[0].empty() && blocks[0] == starts[0])
+    return fn.emitOpError() << "cannot begin pipeline " << part << " 1 with block '" << starts[0]
+                            << "': it begins the forward, which would leave " << part
+                            << " 0 nothing";
+  size_t matched = 0;
+  std::vector<int64_t> chunkOf = handCutChunks(blocks, starts.vec(), matched);
+  if (matched < starts.size()) {
+    std::string named;
+    for (const std::string &block : blocks)
+      if (!block.empty())
+        named += (named.empty() ? "" : ", ") + block;
+    return fn.emitOpError() << "has no block '" << starts[matched] << "' after "
+                            << (matched == 0 ? std::string("its start")
+                                             : "'" + starts[matched - 1] + "'")
+                            << " to begin pipeline " << part << " " << matched + 1
+                            << " (its forward's blocks, in order: "
+                            << (named.empty() ? std::string("none") : named) << ")";
   }
-  if (next < starts.size()) {
-    std::string blocks;
-    for (auto [begin, end] : units)
-      if (auto region = ops[begin]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr))
-        blocks += (blocks.empty() ? "" : ", ") + region.str();
-    return fn.emitOpError() << "has no block '" << starts[next] << "' after "
-                            << (next == 0 ? std::string("its start") : "'" + starts[next - 1] + "'")
-                            << " to begin pipeline " << (chunks > 1 ? "chunk " : "stage ")
-                            << next + 1 << " (its forward's blocks, in order: "
-                            << (blocks.empty() ? std::string("none") : blocks) << ")";
-  }
+  for (auto [u, range] : llvm::enumerate(units))
+    for (size_t o = range.first; o < range.second; ++o)
+      stage[ops[o]] = chunkOf[u];
+  note(cutAt(shape, seconds, memory, std::move(chunkOf)));
   return success();
 }
 

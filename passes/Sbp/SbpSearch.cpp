@@ -137,7 +137,7 @@ private:
     }
     // What planMemory says of a plan here: the fullest stage of the cut
     // --sbp-pipeline will make (by memory where the fastest would not fit).
-    options.cutForMemory = cutForMemory;
+    options.pipeline.starts.assign(starts.begin(), starts.end());
     search::PipelineShare pipeline =
         options.pipelineWithin(memoryCheck ? problem->cluster().memoryBytes : 0);
     options.starts = takeStarts(*problem);

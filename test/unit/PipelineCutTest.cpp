@@ -163,6 +163,24 @@ TEST(PipelineCut, InterleavedCutForMemoryFits) {
   EXPECT_TRUE(std::is_sorted(cut.chunkOf.begin(), cut.chunkOf.end()));
 }
 
+TEST(PipelineCut, ByHandTheNamedBlocksBeginChunks) {
+  // An embedding outside blocks, three layers, the head outside blocks.
+  std::vector<std::string> blocks = {"", "h.0", "h.1", "h.2", ""};
+  size_t matched = 0;
+  EXPECT_EQ(handCutChunks(blocks, {"h.1"}, matched), (std::vector<int64_t>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(matched, 1u);
+  EXPECT_EQ(handCutChunks(blocks, {"h.0", "h.2"}, matched), (std::vector<int64_t>{0, 1, 1, 2, 2}));
+  EXPECT_EQ(matched, 2u);
+  // Out of order, or a name no block has: the rest are not found.
+  handCutChunks(blocks, {"h.2", "h.1"}, matched);
+  EXPECT_EQ(matched, 1u);
+  handCutChunks(blocks, {"h.9"}, matched);
+  EXPECT_EQ(matched, 0u);
+  // The first unit begins chunk 0 whatever its name.
+  handCutChunks({"h.0", "h.1"}, {"h.0"}, matched);
+  EXPECT_EQ(matched, 0u);
+}
+
 TEST(PipelineCut, FewerUnitsThanChunksLeavesChunksEmpty) {
   CutShape shape = CutShape::of("1f1b", 4, 1, 8, 0);
   PipelineCut cut = cutPipeline(shape, {1, 1}, {{1, 1, 0}, {1, 1, 0}});
