@@ -170,7 +170,12 @@ constexpr Field kPeakFields[] = {
 /// that may be a whole array.
 std::string shown(const json &v) {
   std::string text = v.dump();
-  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  if (text.size() <= 40)
+    return text;
+  size_t cut = 37; // (not inside a UTF-8 character)
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;
+  return text.substr(0, cut) + "...";
 }
 
 /// Checks the fields `path` names under `v` (named `where`), where

@@ -259,6 +259,27 @@ std::vector<int64_t> handCutChunks(const std::vector<std::string> &blocks,
   return chunkOf;
 }
 
+std::string handCutError(const std::vector<std::string> &blocks,
+                         const std::vector<std::string> &starts, const std::string &part) {
+  if (starts.empty())
+    return "";
+  if (!blocks.empty() && !blocks[0].empty() && blocks[0] == starts[0])
+    return "cannot begin pipeline " + part + " 1 with block '" + starts[0] +
+           "': it begins the forward, which would leave " + part + " 0 nothing";
+  size_t matched = 0;
+  handCutChunks(blocks, starts, matched);
+  if (matched == starts.size())
+    return "";
+  std::string named;
+  for (const std::string &block : blocks)
+    if (!block.empty())
+      named += (named.empty() ? "" : ", ") + block;
+  return "has no block '" + starts[matched] + "' after " +
+         (matched == 0 ? std::string("its start") : "'" + starts[matched - 1] + "'") +
+         " to begin pipeline " + part + " " + std::to_string(matched + 1) +
+         " (its forward's blocks, in order: " + (named.empty() ? std::string("none") : named) + ")";
+}
+
 PipelineCut cutAt(const CutShape &shape, const std::vector<double> &seconds,
                   const std::vector<CutMemory> &memory, std::vector<int64_t> chunkOf) {
   PipelineCut cut;

@@ -94,6 +94,13 @@ PipelineCut cutPipeline(const CutShape &shape, const std::vector<double> &second
 std::vector<int64_t> handCutChunks(const std::vector<std::string> &blocks,
                                    const std::vector<std::string> &starts, size_t &matched);
 
+/// Why `starts` make no cut by hand of units in blocks `blocks`
+/// (handCutChunks): the first unit named (it would leave `part` 0, "stage"
+/// or "chunk", nothing) or a start not found after the one before; "" where
+/// they make one.
+std::string handCutError(const std::vector<std::string> &blocks,
+                         const std::vector<std::string> &starts, const std::string &part);
+
 /// The cut that puts unit u on chunk `chunkOf[u]` (by hand).
 PipelineCut cutAt(const CutShape &shape, const std::vector<double> &seconds,
                   const std::vector<CutMemory> &memory, std::vector<int64_t> chunkOf);

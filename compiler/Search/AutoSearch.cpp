@@ -293,14 +293,16 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     }
     problem.setMemoryPrice(0);
     if (!fitting) {
-      error = "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
-              " per rank" +
-              (pipeline.cut.stages <= 1
-                   ? std::string()
-                   : " (the fullest of " + std::to_string(pipeline.cut.stages) +
-                         " pipeline stages, cut " +
-                         (pipeline.starts.empty() ? "to balance memory)" : "by hand)")) +
-              ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
+      error =
+          "no plan found fits device memory: the leanest found needs " + bytesText(memory) +
+          " per rank" +
+          (pipeline.cut.stages <= 1 ? std::string()
+                                    : " (the fullest of " + std::to_string(pipeline.cut.stages) +
+                                          " pipeline stages, cut " +
+                                          (!pipeline.starts.empty() ? "by hand)"
+                                           : options.cutForMemory   ? "to balance memory)"
+                                                                    : "by time)")) +
+          ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
       return std::nullopt;
     }
     fitting->start = best->start;

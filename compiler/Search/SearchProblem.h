@@ -306,7 +306,8 @@ double localCost(SearchProblem &problem, const std::vector<size_t> &choice, size
 /// On a pipeline (`pipeline.cut.stages` N > 1), an estimate of the
 /// fullest stage of the cut --sbp-pipeline will make (sbp::cutPipeline:
 /// by time, or by memory where a stage cut by time would exceed
-/// `pipeline.cut.memoryLimit` > 0), made of whole blocks as the pass
+/// `pipeline.cut.memoryLimit` > 0; sbp::handCutChunks where
+/// `pipeline.starts` name the blocks that begin its stages), made of whole blocks as the pass
 /// makes them (runs of micro-batch 0's forward ops of one graph.region),
 /// each taking its ops' compute time, the arguments its ops read first,
 /// what they leave for the backward (the stash, a chunk's counted once
@@ -377,11 +378,14 @@ struct AutoOptions {
   /// The pipeline the plan will be cut into: the check is of the fullest
   /// stage's memory as planMemory estimates it (PipelineShare).
   PipelineShare pipeline;
+  /// Whether --sbp-pipeline, cutting without starts, cuts for memory
+  /// where a cut by time would not fit (its balance-memory).
+  bool cutForMemory = true;
   /// `pipeline` as planMemory takes it where plans must fit `memoryLimit`
-  /// (0: unchecked): where the pass cuts, it cuts for that memory.
+  /// (0: unchecked): where the pass cuts for memory, for that memory.
   PipelineShare pipelineWithin(double memoryLimit) const {
     PipelineShare share = pipeline;
-    share.cut.memoryLimit = pipeline.starts.empty() ? memoryLimit : 0;
+    share.cut.memoryLimit = pipeline.starts.empty() && cutForMemory ? memoryLimit : 0;
     return share;
   }
   /// When the whole graph is solved exactly (about a second of work on

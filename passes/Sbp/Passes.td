@@ -123,6 +123,9 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
                "the blocks that begin stages 1, 2, ... where --sbp-pipeline cuts by hand "
                "(its starts): the memory check is of that cut (none: of the cut the pass "
                "makes, by time or for memory)">,
+    Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
+           "without starts: --sbp-pipeline cuts for memory where a cut by time would not fit "
+           "(its balance-memory); false: the memory check is of the cut by time">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

@@ -348,25 +348,11 @@ LogicalResult StagePlacer::cut(ArrayRef<Operation *> ops, bool record) {
     auto region = ops[begin]->getAttrOfType<StringAttr>(graph::GraphDialect::kRegionAttr);
     blocks.push_back(region ? region.str() : "");
   }
-  std::string part = chunks > 1 ? "chunk" : "stage";
-  if (!blocks.empty() && !blocks[0].empty() && blocks[0] == starts[0])
-    return fn.emitOpError() << "cannot begin pipeline " << part << " 1 with block '" << starts[0]
-                            << "': it begins the forward, which would leave " << part
-                            << " 0 nothing";
+  if (std::string error = handCutError(blocks, starts.vec(), chunks > 1 ? "chunk" : "stage");
+      !error.empty())
+    return fn.emitOpError() << error;
   size_t matched = 0;
   std::vector<int64_t> chunkOf = handCutChunks(blocks, starts.vec(), matched);
-  if (matched < starts.size()) {
-    std::string named;
-    for (const std::string &block : blocks)
-      if (!block.empty())
-        named += (named.empty() ? "" : ", ") + block;
-    return fn.emitOpError() << "has no block '" << starts[matched] << "' after "
-                            << (matched == 0 ? std::string("its start")
-                                             : "'" + starts[matched - 1] + "'")
-                            << " to begin pipeline " << part << " " << matched + 1
-                            << " (its forward's blocks, in order: "
-                            << (named.empty() ? std::string("none") : named) << ")";
-  }
   for (auto [u, range] : llvm::enumerate(units))
     for (size_t o = range.first; o < range.second; ++o)
       stage[ops[o]] = chunkOf[u];

@@ -136,8 +136,17 @@ private:
       options.pipeline.cut = CutShape::of(schedule, stages, chunks, microBatches, 0);
     }
     // What planMemory says of a plan here: the fullest stage of the cut
-    // --sbp-pipeline will make (by memory where the fastest would not fit).
+    // --sbp-pipeline will make (by memory where the fastest would not fit,
+    // unless `cut-for-memory=false`), or of the cut by hand. Starts that
+    // make none are refused here as the pass would refuse them (a plan
+    // checked on another cut would be no answer).
     options.pipeline.starts.assign(starts.begin(), starts.end());
+    options.cutForMemory = cutForMemory;
+    if (stages > 1)
+      if (std::string error = handCutError(problem->pipelineBlockNames(), options.pipeline.starts,
+                                           chunks > 1 ? "chunk" : "stage");
+          !error.empty())
+        return fn.emitOpError() << error;
     search::PipelineShare pipeline =
         options.pipelineWithin(memoryCheck ? problem->cluster().memoryBytes : 0);
     options.starts = takeStarts(*problem);
