@@ -864,15 +864,17 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     std::vector<sbp::CutMemory> memory;
     for (int64_t b = 0; b < blocks; ++b)
       memory.push_back({held[b], stashed[b], backwardAtPeak});
-    // By hand where the starts make a whole cut (else the pass will say
-    // why), by the pass otherwise.
-    size_t matched = 0;
-    std::vector<int64_t> byHand =
-        sbp::handCutChunks(problem.pipelineBlockNames(), pipeline.starts, matched);
-    if (!pipeline.starts.empty() && matched == pipeline.starts.size() &&
-        static_cast<int64_t>(matched) + 1 == pipeline.cut.parts())
-      return sbp::cutAt(pipeline.cut, seconds, memory, std::move(byHand))
-          .fullestBytes(pipeline.cut);
+    // By hand where the starts make a whole cut (--sbp-search refuses
+    // starts that make none), by the pass otherwise.
+    if (!pipeline.starts.empty()) {
+      size_t matched = 0;
+      std::vector<int64_t> byHand =
+          sbp::handCutChunks(problem.pipelineBlockNames(), pipeline.starts, matched);
+      if (matched == pipeline.starts.size() &&
+          static_cast<int64_t>(matched) + 1 == pipeline.cut.parts())
+        return sbp::cutAt(pipeline.cut, seconds, memory, std::move(byHand))
+            .fullestBytes(pipeline.cut);
+    }
     return sbp::cutPipeline(pipeline.cut, seconds, memory).fullestBytes(pipeline.cut);
   }
   // Fewer blocks than chunks: shares. The fullest stage of a cut by time
