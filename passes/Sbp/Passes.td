@@ -282,9 +282,11 @@ def SbpPipelineStages : Pass<"sbp-pipeline", "mlir::ModuleOp"> {
       backward operands come from (gradients flow towards the first stage).
     - A sum over micro-batches whose every term adds two contributions made
       on different stages (the gradient of a parameter two stages read, as
-      GPT-2's tied `wte`), each term laid out as the sum, becomes a sum of
-      each contribution on its own stage and one add of the two: the far
-      stage sends its sum once rather than a term per micro-batch.
+      GPT-2's tied `wte`), each term laid out as the sum or boxed into its
+      layout (ZeRO-2's reduce-scatter into the split sum), becomes a sum of
+      each contribution on its own stage (each boxed as the term was) and
+      one add of the two: the far stage sends its sum once rather than a
+      term per micro-batch.
     - Boxings and constants go to the lowest stage of their users: a value
       is sent as it was computed and changed where it is needed.
 

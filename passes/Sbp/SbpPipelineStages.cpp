@@ -25,7 +25,8 @@
 //   Without forward operands, the lowest stage its backward operands come
 //   from (gradients flow towards the first stage). A sum over micro-batches
 //   of terms that each add two stages' contributions (a parameter two
-//   stages read) becomes each stage's own sum and one add of the two.
+//   stages read), laid out as the sum or boxed into it (ZeRO-2), becomes
+//   each stage's own sum and one add of the two.
 // - Boxings, and ops that read nothing staged (constants), go to the
 //   lowest stage of their users, so that a value is sent as it was
 //   computed and changed where it is needed.
@@ -119,10 +120,14 @@ private:
   /// gradient of a parameter read on two stages) into a sum of each
   /// contribution on its stage and one add of the two, so that the far
   /// stage sends its sum once a step rather than a term per micro-batch.
-  /// Only a sum of all `microBatches` micro-batches' terms splits (so
-  /// every micro-batch loses the same op). The ops it removes leave
-  /// `gradientOnly`; the add of the two sums joins it.
-  void splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *> &gradientOnly);
+  /// A term that reaches the sum through boxings (ZeRO-2's reduce-scatter
+  /// into the split sum) has each contribution take copies of them. Only
+  /// a sum of all `microBatches` micro-batches' terms splits (so every
+  /// micro-batch loses the same op). The ops it removes leave
+  /// `gradientOnly` and `floating` (the boxings to place); the add of the
+  /// two sums joins the first, the boxings' copies the second.
+  void splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *> &gradientOnly,
+                    SmallVectorImpl<Operation *> &floating);
   /// Reorders the ops into the schedule (see the top of the file).
   LogicalResult schedulePipeline(int64_t microBatches);
   std::optional<int64_t> stageOf(Operation *op) const {
@@ -512,7 +517,8 @@ void StagePlacer::improve(ArrayRef<Operation *> ops) {
   }
 }
 
-void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *> &gradientOnly) {
+void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *> &gradientOnly,
+                               SmallVectorImpl<Operation *> &floating) {
   auto isSum = [](Operation *op) {
     return isa_and_nonnull<graph::AddOp>(op) && op->hasAttr(graph::GraphDialect::kAccumulateAttr);
   };
@@ -535,26 +541,44 @@ void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *
     for (Operation *add : chain)
       terms.push_back(add->getOperand(1));
     // Every micro-batch's term (micro-batch i's the i-th) an add of this
-    // step's backward of two values of its type, read by the sum alone,
-    // laid out as the sum (so the two sums need no boxing), whose operands
-    // come from the same two chunks, on different stages, in every
-    // micro-batch.
+    // step's backward of two values of its type, laid out as its operands,
+    // read by the sum alone, directly (laid out as the sum) or through
+    // boxings to the sum's layout, each read by the next alone (ZeRO-2 and
+    // 3 reduce-scatter each micro-batch's gradient into the split sum);
+    // whose operands come from the same two chunks, on different stages,
+    // in every micro-batch. Each contribution then takes the same
+    // boxings, as a partial sum's boxing of the add is the add of its
+    // terms' boxings.
     auto layout = chain.front()->getAttrOfType<ArrayAttr>(kResultLayouts);
     std::optional<std::array<int64_t, 2>> from;
+    std::vector<graph::AddOp> pairs;
+    std::vector<SmallVector<BoxingOp>> boxings; // each term's, first first
     int64_t next = 0;
     bool splits =
         layout && layout.size() == 1 && static_cast<int64_t>(terms.size()) == microBatches &&
         llvm::all_of(terms, [&](Value term) {
+          SmallVector<BoxingOp> changes;
+          while (auto boxing = term.getDefiningOp<BoxingOp>()) {
+            if (!term.hasOneUse())
+              return false;
+            changes.insert(changes.begin(), boxing);
+            term = boxing.getInput();
+          }
           auto add = term.getDefiningOp<graph::AddOp>();
-          if (!add || isSum(add) || !term.hasOneUse() || add->getAttr(kResultLayouts) != layout ||
-              add.getLhs().getType() != add.getType() || add.getRhs().getType() != add.getType())
+          if (!add || isSum(add) || !term.hasOneUse() || add.getLhs().getType() != add.getType() ||
+              add.getRhs().getType() != add.getType())
             return false;
           auto mark = add->getAttrOfType<IntegerAttr>(kMicroBatch);
           if (!mark || mark.getInt() != next++)
             return false;
+          auto results = add->getAttrOfType<ArrayAttr>(kResultLayouts);
           auto operands = add->getAttrOfType<ArrayAttr>(kOperandLayouts);
-          if (!operands || operands.size() != 2 ||
-              llvm::any_of(operands, [&](Attribute a) { return a != layout[0]; }))
+          if (!results || results.size() != 1 || !operands || operands.size() != 2 ||
+              llvm::any_of(operands, [&](Attribute a) { return a != results[0]; }))
+            return false;
+          if (changes.empty() ? results != layout
+                              : changes.front().getFromAttr() != results[0] ||
+                                    changes.back().getToAttr() != layout[0])
             return false;
           std::array<int64_t, 2> where;
           for (unsigned i = 0; i < 2; ++i) {
@@ -566,19 +590,35 @@ void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *
           if (where[0] % stages == where[1] % stages || (from && *from != where))
             return false;
           from = where;
+          pairs.push_back(add);
+          boxings.push_back(std::move(changes));
           return true;
         });
     if (!splits)
       continue;
+    // One contribution of micro-batch i as the sum takes it: through
+    // copies of the term's boxings, made where they were (boxings are
+    // placed later, by their readers).
+    auto contribution = [&](size_t i, unsigned side) {
+      Value v = pairs[i]->getOperand(side);
+      for (BoxingOp boxing : boxings[i]) {
+        b.setInsertionPoint(boxing);
+        Operation *copy = b.clone(*boxing);
+        copy->setOperand(0, v);
+        floating.push_back(copy);
+        v = copy->getResult(0);
+      }
+      return v;
+    };
     // Each contribution's sum, its adds beside the chain's, on its stage.
     Value sums[2];
     for (unsigned side = 0; side < 2; ++side) {
       std::vector<Operation *> adds;
-      Value sum = terms[0].getDefiningOp()->getOperand(side);
-      for (auto [add, term] : llvm::zip(chain, ArrayRef(terms).drop_front())) {
+      Value sum = contribution(0, side);
+      for (auto [i, add] : llvm::enumerate(chain)) {
+        Value term = contribution(i + 1, side);
         b.setInsertionPoint(add);
-        Operation *next =
-            b.create<graph::AddOp>(add->getLoc(), sum, term.getDefiningOp()->getOperand(side));
+        Operation *next = b.create<graph::AddOp>(add->getLoc(), sum, term);
         next->setAttrs(add->getAttrDictionary());
         stage[next] = (*from)[side];
         adds.push_back(next);
@@ -605,9 +645,13 @@ void StagePlacer::splitFarSums(int64_t microBatches, SmallVectorImpl<Operation *
     };
     for (Operation *add : llvm::reverse(chain))
       erase(add);
-    for (Value term : terms)
-      erase(term.getDefiningOp());
+    for (auto [pair, changes] : llvm::zip(pairs, boxings)) {
+      for (BoxingOp boxing : llvm::reverse(changes))
+        erase(boxing);
+      erase(pair);
+    }
     llvm::erase_if(gradientOnly, [&](Operation *op) { return erased.contains(op); });
+    llvm::erase_if(floating, [&](Operation *op) { return erased.contains(op); });
   }
 }
 
@@ -739,7 +783,7 @@ LogicalResult StagePlacer::run() {
       floating.push_back(&op);
     }
   }
-  splitFarSums(std::max<int64_t>(1, microBatches), gradientOnly);
+  splitFarSums(std::max<int64_t>(1, microBatches), gradientOnly, floating);
   improve(gradientOnly);
   // Boxings and constants: the lowest stage of their users (its lowest
   // chunk there), last first so that a chain of boxings follows its
