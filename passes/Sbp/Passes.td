@@ -172,7 +172,7 @@ def SbpMicroBatches : Pass<"sbp-micro-batches", "mlir::ModuleOp"> {
     runs `count` times, on micro-batch `i` of every `graph.input` (rows `i`,
     `i + count`, ... of dimension 0, the batch), one micro-batch's forward
     and backward after the other, and each result is combined as soon as a
-    micro-batch has it. How to combine follows from the SBP rules: the
+    micro-batch has it (a sum, right after the op that makes the term). How to combine follows from the SBP rules: the
     function is laid out (on a copy) over a mesh axis of `count` with the
     inputs `S(0)` and the parameters `B`; a result that comes out `P(sum)`
     (a loss summed over examples and scaled by the whole batch, every

@@ -14,8 +14,9 @@
 // [B/N, N, ...] and a slice), so that an input split across data-parallel
 // ranks stays split the same way within each micro-batch. Micro-batch i's
 // forward and backward both run before micro-batch i+1's, and each result
-// is accumulated as soon as it is ready: only one micro-batch's
-// activations are live at a time.
+// is accumulated as soon as it is ready (a sum's add right after the op
+// that makes its term): only one micro-batch's activations, and one
+// term at a time, are live.
 #include "compiler/Sbp/ValueLayouts.h"
 #include "compiler/Support/ArgAttrs.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -215,6 +216,11 @@ LogicalResult MicroBatcher::run() {
       Value mine = mapping.lookupOrDefault(value);
       const Sbp &s = resultLayouts[k][0];
       if (s.isPartial() && sums[k]) {
+        // Right after the term is made, so that a micro-batch's gradients
+        // do not all live to the end of its backward.
+        OpBuilder::InsertionGuard atTerm(b);
+        if (Operation *def = mine.getDefiningOp())
+          b.setInsertionPointAfter(def);
         auto add = b.create<graph::AddOp>(ret.getLoc(), sums[k], mine);
         add->setAttr(graph::GraphDialect::kAccumulateAttr, b.getUnitAttr());
         markMicroBatch(add, i);

@@ -3,7 +3,9 @@
 
 // Two micro-batches: micro-batch i is rows i, i+2 of x; each runs whole
 // (forward and the gradient) before the next; the loss and the gradient
-// (P(sum) over the batch) are added, the rows of y (S(0)) put back in order
+// (P(sum) over the batch) are added, each right after the op that makes
+// micro-batch 1's (so that terms do not pile up to the end of the
+// micro-batch), the rows of y (S(0)) put back in order
 // by ops marked sbp.output_join (test/Transforms/sbp-spmdize-output-join.mlir).
 // Each op made for micro-batch i says so (sbp.micro_batch = i): the search
 // ties micro-batch 1's to micro-batch 0's, the report folds them.
@@ -19,8 +21,8 @@
 // CHECK-NEXT: %[[X1:.*]] = graph.reshape %[[S1]] {sbp.micro_batch = 1 : i64}
 // CHECK-NEXT: %[[Y1:.*]] = graph.matmul %[[X1]], %arg1 {sbp.micro_batch = 1 : i64}
 // CHECK-NEXT: %[[L1:.*]] = graph.reduce_sum %[[Y1]] {{.*}}{sbp.micro_batch = 1 : i64}
-// CHECK-NEXT: %[[D1:.*]] = graph.matmul %[[X1]], %[[Y1]] transpose_lhs {sbp.micro_batch = 1 : i64}
 // CHECK-NEXT: %[[L:.*]] = graph.add %[[L0]], %[[L1]] {graph.accumulate, sbp.micro_batch = 1 : i64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: %[[D1:.*]] = graph.matmul %[[X1]], %[[Y1]] transpose_lhs {sbp.micro_batch = 1 : i64}
 // CHECK-NEXT: %[[D:.*]] = graph.add %[[D0]], %[[D1]] {graph.accumulate, sbp.micro_batch = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT: %[[R0:.*]] = graph.reshape %[[Y0]] {sbp.micro_batch = 0 : i64, sbp.output_join} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
 // CHECK-NEXT: %[[R1:.*]] = graph.reshape %[[Y1]] {sbp.micro_batch = 1 : i64, sbp.output_join} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
