@@ -709,15 +709,33 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   double stash = 0;
   // On a pipeline, the whole blocks --sbp-pipeline cuts: each step of
   // micro-batch 0's forward in one (-1: none), with the arguments its
-  // steps read first and the stash they make.
+  // steps read first and the stash their stage keeps.
   static const std::vector<int> noBlocks;
   const std::vector<int> &blockOf = stages > 1 ? problem.pipelineBlocks() : noBlocks;
   int64_t blocks = blockOf.empty() ? 0 : *std::max_element(blockOf.begin(), blockOf.end()) + 1;
   std::vector<double> blockArguments(blocks, 0.0), blockStash(blocks, 0.0);
-  auto stashOf = [&](Operation *op, double bytes) {
+  // A stash is kept where the forward reads it: on the blocks of its
+  // readers at `readers` (each that reads it; a block's input, received
+  // from the stage before), else on its maker's at `made`.
+  auto stashOf = [&](size_t made, ArrayRef<size_t> readers, double bytes) {
     stash += bytes;
-    if (blocks && op && blockOf[problem.stepOf(op)] >= 0)
-      blockStash[blockOf[problem.stepOf(op)]] += bytes;
+    if (!blocks)
+      return;
+    std::set<int> where;
+    for (size_t reader : readers)
+      if (blockOf[reader] >= 0 && blockOf[reader] != blockOf[made])
+        where.insert(blockOf[reader]);
+    if (where.empty() && blockOf[made] >= 0)
+      where.insert(blockOf[made]);
+    for (int block : where)
+      blockStash[block] += bytes;
+  };
+  auto readersOf = [&](Value value) {
+    SmallVector<size_t> readers;
+    for (Operation *user : value.getUsers())
+      if (!isa<func::ReturnOp>(user))
+        readers.push_back(problem.stepOf(user));
+    return readers;
   };
   if (blocks) {
     llvm::DenseSet<Value> counted;
@@ -802,7 +820,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     Operation *def = value.getDefiningOp();
     auto mark = def ? def->getAttrOfType<IntegerAttr>(sbp::kMicroBatch) : IntegerAttr();
     if (span.first < backwardFrom && span.second >= backwardFrom && mark && mark.getInt() == 0)
-      stashOf(def, bytes);
+      stashOf(problem.stepOf(def), {span.first}, bytes);
   }
   for (auto [s, step] : llvm::enumerate(steps)) {
     auto [n, op] = step;
@@ -825,7 +843,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
         last = std::max(last, until->second);
       freedAfter[last] += bytes;
       if (s < backwardFrom && last >= backwardFrom && firstOfBatch(op))
-        stashOf(op, bytes);
+        stashOf(s, readersOf(result), bytes);
       if (op->hasAttr(graph::GraphDialect::kBackwardAttr) && !isParameterGradient(result)) {
         liveBackward += bytes;
         backwardFreedAfter[last] += bytes;

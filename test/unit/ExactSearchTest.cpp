@@ -583,43 +583,70 @@ TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
   });
 }
 
-/// Three blocks of different sizes, each leaving its result for the
-/// backward: %h0 16 KiB, %h1 32 KiB, %h2 12 KiB. Their compute is in the
-/// ratio 2 : 4 : 3.
+/// Three blocks of different sizes, each leaving its product for the
+/// backward: %a0 16 KiB, %a1 32 KiB, %a2 24 KiB (kept on its own block's
+/// stage: no other block's forward reads it; the GELU of it that the next
+/// block reads, the backward does not). Their products' compute is in the
+/// ratio 1 : 2 : 3.
 constexpr const char *kThreeBlocks = R"(
     func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
                  %w0: tensor<64x64xf32> {graph.param = "w0"},
                  %w1: tensor<64x128xf32> {graph.param = "w1"},
-                 %w2: tensor<128x48xf32> {graph.param = "w2"})
-        -> (tensor<64x64xf32>, tensor<64x128xf32>, tensor<64x48xf32>) {
-      %h0 = graph.matmul %x, %w0 {graph.region = "l0", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-      %h1 = graph.matmul %h0, %w1 {graph.region = "l1", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
-      %h2 = graph.matmul %h1, %w2 {graph.region = "l2", sbp.micro_batch = 0 : i64} : (tensor<64x128xf32>, tensor<128x48xf32>) -> tensor<64x48xf32>
-      %g2 = graph.mul %h2, %h2 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x48xf32>, tensor<64x48xf32>) -> tensor<64x48xf32>
-      %g1 = graph.mul %h1, %h1 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
-      %g0 = graph.mul %h0, %h0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
-      return %g0, %g1, %g2 : tensor<64x64xf32>, tensor<64x128xf32>, tensor<64x48xf32>
+                 %w2: tensor<128x96xf32> {graph.param = "w2"})
+        -> (tensor<64x64xf32>, tensor<64x128xf32>, tensor<64x96xf32>) {
+      %a0 = graph.matmul %x, %w0 {graph.region = "l0", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %h0 = graph.gelu %a0 {graph.region = "l0", sbp.micro_batch = 0 : i64} : tensor<64x64xf32>
+      %a1 = graph.matmul %h0, %w1 {graph.region = "l1", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+      %h1 = graph.gelu %a1 {graph.region = "l1", sbp.micro_batch = 0 : i64} : tensor<64x128xf32>
+      %a2 = graph.matmul %h1, %w2 {graph.region = "l2", sbp.micro_batch = 0 : i64} : (tensor<64x128xf32>, tensor<128x96xf32>) -> tensor<64x96xf32>
+      %g2 = graph.mul %a2, %a2 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x96xf32>, tensor<64x96xf32>) -> tensor<64x96xf32>
+      %g1 = graph.mul %a1, %a1 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+      %g0 = graph.mul %a0, %a0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      return %g0, %g1, %g2 : tensor<64x64xf32>, tensor<64x128xf32>, tensor<64x96xf32>
     }
   )";
 
 TEST_F(ExactSearchTest, PipelineMemoryOfWholeBlocks) {
   withPipelineMemory(ctx, kThreeBlocks, [&](const PipelineMemory &memory) {
     // Three stages, a block each: one more micro-batch in flight on the
-    // first stage costs its own block's stash, not a third of the model's
-    // (which would be 20 KiB).
-    EXPECT_DOUBLE_EQ(memory(3, {3, 1, 1}, 0) - memory(3, {2, 1, 1}, 0), 16384);
+    // first stage (where it holds enough to be the fullest) costs its own
+    // block's stash, not a third of the model's (which would be 24 KiB).
+    EXPECT_DOUBLE_EQ(memory(3, {4, 1, 1}, 0) - memory(3, {3, 1, 1}, 0), 16384);
     // (The last stage, where it holds enough to be the fullest.)
-    EXPECT_DOUBLE_EQ(memory(3, {1, 1, 10}, 0) - memory(3, {1, 1, 9}, 0), 12288);
-    // Two stages: by time, the first takes l0 and l1 (6 against 3; l0
-    // alone, 2 against 7), and holds their stashes twice; for a device of
-    // less, the cut gives it l0 alone, the leaner.
+    EXPECT_DOUBLE_EQ(memory(3, {1, 1, 10}, 0) - memory(3, {1, 1, 9}, 0), 24576);
+    // Two stages: by time, the first takes l0 and l1 (3 against 3; l0
+    // alone, 1 against 5), and holds their stashes twice; for a device of
+    // less, the cut gives it l0 alone, the leaner (by 20 KiB: the second
+    // stage, now the fullest, holds a1 once where the first held a0 and
+    // a1 twice, and l1's share of the rest).
     double byTime = memory(2, {2, 1}, 0);
     double byMemory = memory(2, {2, 1}, byTime - 1);
-    EXPECT_LT(byMemory, byTime - 32768);
+    EXPECT_LT(byMemory, byTime - 16384);
     EXPECT_DOUBLE_EQ(memory(2, {2, 1}, byTime), byTime);
     // A device smaller than any cut: the leanest, still.
     EXPECT_DOUBLE_EQ(memory(2, {2, 1}, 1), byMemory);
   });
+}
+
+TEST_F(ExactSearchTest, PipelineStashIsKeptWhereTheForwardReadsIt) {
+  // l1 reads %h0 (16 KiB), which the backward reads too: the stage of l1
+  // receives it and keeps it for the backward, once per micro-batch in
+  // flight; l0's stage sends it on and keeps nothing.
+  withPipelineMemory(ctx, R"(
+    func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
+                 %w0: tensor<64x64xf32> {graph.param = "w0"},
+                 %w1: tensor<64x64xf32> {graph.param = "w1"})
+        -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+      %h0 = graph.matmul %x, %w0 {graph.region = "l0", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %h1 = graph.matmul %h0, %w1 {graph.region = "l1", sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %g0 = graph.mul %h0, %h0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      return %h1, %g0 : tensor<64x64xf32>, tensor<64x64xf32>
+    }
+  )",
+                     [&](const PipelineMemory &memory) {
+                       EXPECT_DOUBLE_EQ(memory(2, {1, 10}, 0) - memory(2, {1, 9}, 0), 16384);
+                       EXPECT_DOUBLE_EQ(memory(2, {10, 1}, 0), memory(2, {9, 1}, 0));
+                     });
 }
 
 TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
