@@ -26,6 +26,11 @@
 namespace sbpc::search {
 namespace {
 
+/// How much slower than the fastest cut a pipeline's cut to balance memory
+/// may run before the search looks for a leaner plan that a faster cut
+/// fits (planMemory's stretch).
+constexpr double kStretchTolerated = 1.1;
+
 /// What the solvers minimize: the plan's time plus the memory price.
 double objective(SearchProblem &problem, const std::vector<size_t> &choice) {
   double seconds = evaluate(problem, choice);
@@ -246,25 +251,48 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
   PipelineShare pipeline = options.pipelineWithin(limit);
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
-  double memory = planMemory(problem, best->choice, pipeline);
-  if (limit > 0 && memory > limit) {
+  // On a pipeline whose cut balances memory, a plan that fits only as the
+  // first stages take fewer blocks runs as slowly as its slowest chunk: it
+  // costs its time stretched so (planMemory's stretch), and a leaner plan
+  // that the cut by time fits may be faster.
+  double stretch = 1;
+  double memory = planMemory(problem, best->choice, pipeline, &stretch);
+  auto stretched = [&](const std::vector<size_t> &choice, double by) {
+    return evaluate(problem, choice) * by;
+  };
+  if (limit > 0 && (memory > limit || stretch > kStretchTolerated)) {
     // Price bytes so that the plan's memory weighs as much as its time,
-    // then raise the price until a plan fits, each solve starting from the
-    // last. (The price is on the whole plan's bytes, which a pipeline's
-    // first stage holds part of.)
+    // then raise the price until a plan fits (without a stretch beyond
+    // kStretchTolerated), each solve starting from the last; of those
+    // that fit, the fastest stretched. (The price is on the whole plan's
+    // bytes, which a pipeline's first stage holds part of.)
     double price = evaluate(problem, best->choice) / planMemory(problem, best->choice);
     std::optional<Solution> fitting;
+    double fittingSeconds = 0;
+    auto consider = [&](const Solution &plan, double needs, double by) {
+      if (needs > limit)
+        return;
+      double seconds = stretched(plan.choice, by);
+      if (!fitting || seconds < fittingSeconds) {
+        fitting = plan;
+        fittingSeconds = seconds;
+      }
+    };
+    consider(*best, memory, stretch);
     std::vector<size_t> start = best->choice, unfitChoice = best->choice;
     double unfitPrice = 0, fitPrice = 0;
     int stalled = 0;
-    for (int attempt = 0; attempt < 16 && !fitting && stalled < 3; ++attempt, price *= 4) {
+    // (Until a plan fits unstretched: a higher price buys only leaner,
+    // slower plans.)
+    for (int attempt = 0; attempt < 16 && fitPrice == 0 && stalled < 3; ++attempt, price *= 4) {
       problem.setMemoryPrice(price);
       std::optional<Solution> priced = solveOnce(problem, options, &start, 0);
       start = priced->choice;
       evaluated += priced->candidatesEvaluated;
-      double needs = planMemory(problem, priced->choice, pipeline);
-      if (needs <= limit) {
-        fitting = priced;
+      double by = 1;
+      double needs = planMemory(problem, priced->choice, pipeline, &by);
+      consider(*priced, needs, by);
+      if (needs <= limit && by <= kStretchTolerated) {
         fitPrice = price;
       } else {
         unfitChoice = priced->choice;
@@ -283,13 +311,13 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     // where that fit) and the one that fit, from the last plan that did
     // not fit, is kept where its plan fits and is faster (there 20% faster;
     // more solves gained under 1% more, at 8 s each).
-    if (fitting) {
+    if (fitPrice > 0) {
       problem.setMemoryPrice(std::sqrt((unfitPrice > 0 ? unfitPrice : fitPrice / 64) * fitPrice));
       std::optional<Solution> priced = solveOnce(problem, options, &unfitChoice, 0);
       evaluated += priced->candidatesEvaluated;
-      if (planMemory(problem, priced->choice, pipeline) <= limit &&
-          evaluate(problem, priced->choice) < evaluate(problem, fitting->choice))
-        fitting = priced;
+      double by = 1;
+      double needs = planMemory(problem, priced->choice, pipeline, &by);
+      consider(*priced, needs, by);
     }
     problem.setMemoryPrice(0);
     if (!fitting) {

@@ -659,7 +659,9 @@ const std::vector<int> &SearchProblem::pipelineBlocks() {
 }
 
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
-                  const PipelineShare &pipeline) {
+                  const PipelineShare &pipeline, double *stretch) {
+  if (stretch)
+    *stretch = 1;
   const int64_t stages = pipeline.cut.stages;
   double inFlight = 1; // the most any stage holds
   if (stages > 1)
@@ -893,7 +895,10 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
         return sbp::cutAt(pipeline.cut, seconds, memory, std::move(byHand))
             .fullestBytes(pipeline.cut);
     }
-    return sbp::cutPipeline(pipeline.cut, seconds, memory).fullestBytes(pipeline.cut);
+    sbp::PipelineCut cut = sbp::cutPipeline(pipeline.cut, seconds, memory);
+    if (stretch && cut.timeCut && cut.timeCut->second > 0)
+      *stretch = cut.slowestSeconds() / cut.timeCut->second;
+    return cut.fullestBytes(pipeline.cut);
   }
   // Fewer blocks than chunks: shares. The fullest stage of a cut by time
   // holds 1/N of the parameters, states and the rest, its share of
@@ -906,13 +911,18 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
   // Cut for memory, chunks of a stage apart: stage s takes the share x_s
   // of the model at which x_s * (shared + (held_s - 1) * stash) is the
   // same on every stage.
-  double inverse = 0;
+  double inverse = 0, largestShare = 0;
   for (int64_t s = 0; s < stages; ++s) {
     double held = s < static_cast<int64_t>(pipeline.inFlight.size())
                       ? std::max(pipeline.inFlight[s], 1.0)
                       : 1.0;
     inverse += 1 / (shared + (held - 1) * stash);
+    largestShare = std::max(largestShare, 1 / (shared + (held - 1) * stash));
   }
+  // (The stage of the largest share takes that much of the compute, where
+  // time would give each 1/N.)
+  if (stretch)
+    *stretch = n * largestShare / inverse;
   return 1 / inverse + backwardAtPeak;
 }
 

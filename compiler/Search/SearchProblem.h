@@ -329,8 +329,12 @@ struct PipelineShare {
   /// the interleaved schedule (empty: 1).
   std::vector<double> inFlight;
 };
+/// `stretch`, where given: how much slower the cut's slowest chunk is
+/// than that of the fastest cut (a cut to balance memory gives the first
+/// stages fewer blocks than time would); 1 off a pipeline, by time or by
+/// hand.
 double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
-                  const PipelineShare &pipeline = {});
+                  const PipelineShare &pipeline = {}, double *stretch = nullptr);
 
 /// Limits of the exact solver: the largest table one elimination may
 /// build, all tables together (entries, 8 bytes each), and the entries

@@ -534,8 +534,14 @@ constexpr const char *kForwardAndBackward = R"(
   )";
 
 /// planMemory on a pipeline of `stages` (pipelineOf).
-using PipelineMemory =
-    std::function<double(int64_t stages, std::vector<double> inFlight, double limit)>;
+/// planMemory of a pipeline's shape; `stretch`, the last call's.
+struct PipelineMemory {
+  std::function<double(int64_t, std::vector<double>, double, double *)> of;
+  mutable double stretch = 1;
+  double operator()(int64_t stages, std::vector<double> inFlight, double limit) const {
+    return of(stages, std::move(inFlight), limit, &stretch);
+  }
+};
 /// Calls `check` with the PipelineMemory of the step `source`, each node
 /// laid out by its first choice on one device.
 void withPipelineMemory(MLIRContext &ctx, const char *source,
@@ -547,9 +553,11 @@ void withPipelineMemory(MLIRContext &ctx, const char *source,
   FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
   ASSERT_TRUE(succeeded(problem));
   std::vector<size_t> plan(problem->nodes().size(), 0);
-  check([&](int64_t stages, std::vector<double> inFlight, double limit) {
-    return search::planMemory(*problem, plan, pipelineOf(stages, std::move(inFlight), limit));
-  });
+  check(PipelineMemory{
+      [&](int64_t stages, std::vector<double> inFlight, double limit, double *stretch) {
+        return search::planMemory(*problem, plan, pipelineOf(stages, std::move(inFlight), limit),
+                                  stretch);
+      }});
 }
 
 TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
@@ -576,6 +584,9 @@ TEST_F(ExactSearchTest, PipelineMemoryFollowsTheCut) {
       inverse += 1 / (shared + (held - 1) * stash);
     double balanced = memory(4, oneF1B, byTime / 2);
     EXPECT_NEAR(balanced, 1 / inverse + working, 1e-9 * balanced);
+    // The last stage, the leanest in flight, takes the largest share of
+    // the compute: N times it, against 1/N each by time.
+    EXPECT_NEAR(memory.stretch, 4 / (shared * inverse), 1e-9);
     EXPECT_LT(balanced, byTime);
     EXPECT_GT(balanced, four);
     // Equal stages in flight: nothing to balance.
@@ -620,8 +631,12 @@ TEST_F(ExactSearchTest, PipelineMemoryOfWholeBlocks) {
     // stage, now the fullest, holds a1 once where the first held a0 and
     // a1 twice, and l1's share of the rest).
     double byTime = memory(2, {2, 1}, 0);
+    EXPECT_EQ(memory.stretch, 1);
     double byMemory = memory(2, {2, 1}, byTime - 1);
     EXPECT_LT(byMemory, byTime - 16384);
+    // That cut's slowest chunk (l1 and l2) is slower than the time cut's
+    // (l0 and l1): the search prices the plan so much slower.
+    EXPECT_GT(memory.stretch, 1.05);
     EXPECT_DOUBLE_EQ(memory(2, {2, 1}, byTime), byTime);
     // A device smaller than any cut: the leanest, still.
     EXPECT_DOUBLE_EQ(memory(2, {2, 1}, 1), byMemory);
