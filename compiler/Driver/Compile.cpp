@@ -241,7 +241,13 @@ LogicalResult writeFile(const std::string &path, llvm::function_ref<void(llvm::r
 
 } // namespace
 
-LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
+/// One compile, whose search keeps plans to `memoryShare` of the device by
+/// its estimate. Where `retryShare` is given and the search's plan, cut
+/// into pipeline stages, does not fit the device after all, returns before
+/// writing anything with `*retryShare` set: the share at which the search
+/// should look again.
+static LogicalResult compileOnce(MLIRContext &ctx, const CompileCommand &given, double memoryShare,
+                                 std::optional<double> *retryShare) {
   std::string error;
   std::optional<sbprt::Mesh> mesh = parseMesh(given.mesh, error);
   if (!mesh)
@@ -412,6 +418,7 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
     search.schedule = command.pipelineSchedule;
     search.chunks = command.pipelineChunks;
     search.starts = command.pipelineStarts;
+    search.memoryShare = memoryShare;
     pm.addPass(sbp::createSbpSearch(search));
   } else {
     sbp::SbpPropagateOptions propagate;
@@ -463,6 +470,23 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
   TimingScope reporting = timing.nest("report");
   nlohmann::json report = buildReport(*module, inputs);
   reporting.stop();
+  // The search estimates a pipeline's stages before they exist; where its
+  // plan, as cut, does not fit after all, it looks again once, keeping to
+  // the share of the device its estimate bore to the stage's need.
+  if (retryShare && stages > 1 && command.strategy == "auto" && !command.ignoreMemory &&
+      report["totals"].value("fits_device_memory", true) == false) {
+    double needs = report["totals"].value("peak_memory_bytes", 0.0);
+    double estimated = report["search"].value("memory_bytes_per_rank", 0.0);
+    if (needs > 0 && estimated > 0 && estimated < needs) {
+      *retryShare = std::min(memoryShare, estimated / needs);
+      llvm::errs() << "sbpc: the plan's fullest pipeline stage as cut needs " << bytesText(needs)
+                   << ", over the " << bytesText(cluster->memoryBytes)
+                   << " of a device (the search "
+                   << "estimated " << bytesText(estimated) << "): searching again for plans "
+                   << "within " << static_cast<int>(**retryShare * 100) << "% of it\n";
+      return success();
+    }
+  }
   if (startFromStrategies) {
     // Laying the named strategies out to start from is part of the search.
     nlohmann::json &search = report["search"];
@@ -517,4 +541,11 @@ LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &given) {
                          : "")
                  << " --input NAME=FILE.npy --output-dir DIR\n";
   return success();
+}
+
+LogicalResult sbpc::runCompile(MLIRContext &ctx, const CompileCommand &command) {
+  std::optional<double> retryShare;
+  if (failed(compileOnce(ctx, command, 1.0, &retryShare)))
+    return failure();
+  return retryShare ? compileOnce(ctx, command, *retryShare, nullptr) : success();
 }

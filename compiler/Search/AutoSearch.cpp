@@ -247,8 +247,10 @@ std::optional<Solution> solveOnce(SearchProblem &problem, const AutoOptions &opt
 std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                   const AutoOptions &options) {
   problem.setMemoryPrice(0);
-  double limit = options.checkMemory ? problem.cluster().memoryBytes : 0;
-  PipelineShare pipeline = options.pipelineWithin(limit);
+  // (The pass cuts for the device; the plan must fit the share.)
+  double device = options.checkMemory ? problem.cluster().memoryBytes : 0;
+  double limit = device * options.memoryShare;
+  PipelineShare pipeline = options.pipelineWithin(device);
   std::optional<Solution> best = solveOnce(problem, options, nullptr, limit);
   size_t evaluated = best->candidatesEvaluated;
   // On a pipeline whose cut balances memory, a plan that fits only as the
@@ -330,7 +332,10 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
                                           (!pipeline.starts.empty() ? "by hand)"
                                            : options.cutForMemory   ? "to balance memory)"
                                                                     : "by time)")) +
-          ", a device of cluster " + problem.cluster().name + " has " + bytesText(limit);
+          ", a device of cluster " + problem.cluster().name + " has " + bytesText(device) +
+          (options.memoryShare < 1 ? " (the search kept to " + bytesText(limit) +
+                                         ", as its estimates of the stages as cut fell short)"
+                                   : "");
       return std::nullopt;
     }
     fitting->start = best->start;

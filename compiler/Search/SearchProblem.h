@@ -379,6 +379,9 @@ Solution solveDRec(SearchProblem &problem);
 struct AutoOptions {
   /// Reject plans over the cluster's device memory per rank.
   bool checkMemory = true;
+  /// With checkMemory, the share of the device's memory a plan may need
+  /// by planMemory (below 1 where its estimate is known to fall short).
+  double memoryShare = 1;
   /// The pipeline the plan will be cut into: the check is of the fullest
   /// stage's memory as planMemory estimates it (PipelineShare).
   PipelineShare pipeline;

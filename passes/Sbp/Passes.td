@@ -126,6 +126,9 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
     Option<"cutForMemory", "cut-for-memory", "bool", /*default=*/"true",
            "without starts: --sbp-pipeline cuts for memory where a cut by time would not fit "
            "(its balance-memory); false: the memory check is of the cut by time">,
+    Option<"memoryShare", "memory-share", "double", /*default=*/"1.0",
+           "auto: the share of the device's memory a plan may need by the search's estimate "
+           "(sbpc compile lowers it once where a pipeline's stages as cut do not fit)">,
   ];
   let dependentDialects = ["::sbpc::sbp::SbpDialect"];
 }

@@ -7,6 +7,7 @@
 #include "passes/Sbp/Passes.h"
 
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -120,6 +121,12 @@ private:
     if (stages < 1)
       return fn.emitError() << "sbp-search: stages must be at least 1, got " << stages.getValue();
     options.checkMemory = memoryCheck;
+    if (!(memoryShare > 0 && memoryShare <= 1)) {
+      char given[32];
+      std::snprintf(given, sizeof given, "%g", memoryShare.getValue());
+      return fn.emitError() << "sbp-search: memory-share must be in (0, 1], got " << given;
+    }
+    options.memoryShare = memoryShare;
     // (Without micro-batches, every stage holds one, under any schedule.)
     options.pipeline.cut = CutShape::of(schedule, stages, 1, 0, 0);
     if (!isPipelineSchedule(schedule))
@@ -196,7 +203,7 @@ private:
         problem->setZero(static_cast<int>(zero), axes);
         solution->seconds = search::evaluate(*problem, solution->choice);
         double bytes = search::planMemory(*problem, solution->choice, pipeline);
-        double limit = problem->cluster().memoryBytes;
+        double limit = problem->cluster().memoryBytes * memoryShare;
         if (algorithm == "auto" && memoryCheck && bytes > limit) {
           if (nextGuess < guesses.size()) {
             axes = guesses[nextGuess++];

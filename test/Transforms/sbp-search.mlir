@@ -19,6 +19,8 @@ sbp.mesh @m axes ["x"] shape [2]
 // UNKNOWN: error: --sbp-search: unknown algorithm 'greedy' (auto, drec or exact)
 // STAGES: error: sbp-search: stages must be at least 1, got 0
 // SCHEDULE: error: sbp-search: schedule must be 1f1b, interleaved, gpipe or sequential, got 'zigzag'
+// RUN: not sbpc-opt %s --sbp-search=memory-share=1.5 2>&1 | FileCheck %s --check-prefix=SHARE
+// SHARE: error: sbp-search: memory-share must be in (0, 1], got 1.5
 // RUN: not sbpc-opt %s --sbp-search=zero=7 2>&1 | FileCheck %s --check-prefix=STAGE
 // STAGE: error: --sbp-search: ZeRO stage must be 0, 1, 2 or 3, got 7
 func.func @f(%x: tensor<8x8xf32> {sbp.layout = #sbp.nd<[S(0)]>}, %w: tensor<8x4xf32>) -> tensor<8x4xf32> {
