@@ -259,9 +259,6 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
   // that the cut by time fits may be faster.
   double stretch = 1;
   double memory = planMemory(problem, best->choice, pipeline, &stretch);
-  auto stretched = [&](const std::vector<size_t> &choice, double by) {
-    return evaluate(problem, choice) * by;
-  };
   if (limit > 0 && (memory > limit || stretch > kStretchTolerated)) {
     // Price bytes so that the plan's memory weighs as much as its time,
     // then raise the price until a plan fits (without a stretch beyond
@@ -274,7 +271,7 @@ std::optional<Solution> solveAuto(SearchProblem &problem, std::string &error,
     auto consider = [&](const Solution &plan, double needs, double by) {
       if (needs > limit)
         return;
-      double seconds = stretched(plan.choice, by);
+      double seconds = evaluate(problem, plan.choice) * by;
       if (!fitting || seconds < fittingSeconds) {
         fitting = plan;
         fittingSeconds = seconds;
