@@ -773,15 +773,18 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
       joinedAt[piece] = s;
     }
   }
-  // What the backward made (recomputed activations too), live at the
-  // peak: one block's work, which a stage has as much of as the whole.
+  // What the backward made (recomputed activations too) and the copies it
+  // made to read (a parameter ZeRO-3 gathers for a recomputed forward and
+  // the gradients' products), live at the peak: one block's work, which a
+  // stage has as much of as the whole.
   double liveBackward = 0, backwardAtPeak = 0;
   std::vector<double> freedAfter(steps.size() + 1, 0.0), backwardFreedAfter(steps.size() + 1, 0.0);
   // What ops read in another layout than the producer gave: one reshard
   // per value and layout (--sbp-insert-boxing shares it between the uses
   // that want it), live from the first of those uses to the last; one per
   // use of a parameter ZeRO-3 gathers before each use, live at that use.
-  std::vector<double> reshardedAt(steps.size() + 1, 0.0);
+  std::vector<double> reshardedAt(steps.size() + 1, 0.0),
+      backwardReshardedAt(steps.size() + 1, 0.0);
   std::map<std::tuple<const void *, int, size_t>, std::pair<size_t, size_t>> reshards;
   for (auto [s, step] : llvm::enumerate(steps)) {
     auto [n, op] = step;
@@ -815,6 +818,11 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     double bytes = problem.localBytes(value, std::get<1>(key));
     reshardedAt[span.first] += bytes;
     freedAfter[span.second] += bytes;
+    // A copy the backward makes is of its working set.
+    if (steps[span.first].second->hasAttr(graph::GraphDialect::kBackwardAttr)) {
+      backwardReshardedAt[span.first] += bytes;
+      backwardFreedAfter[span.second] += bytes;
+    }
     // A copy of a value of micro-batch 0 that its forward makes and its
     // backward reads too (a layer's input gathered for the forward and its
     // recomputation) is stashed with what the forward made. (A copy of a
@@ -829,6 +837,7 @@ double planMemory(SearchProblem &problem, const std::vector<size_t> &choice,
     if (isa<sbp::ConstraintOp>(op))
       continue;
     live += reshardedAt[s];
+    liveBackward += backwardReshardedAt[s];
     bool joins =
         sbp::storedJoinOf(op, /*checkLayouts=*/false).has_value() && !unstoredJoinOps.contains(op);
     for (auto [r, result] : llvm::enumerate(op->getResults())) {

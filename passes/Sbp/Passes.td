@@ -74,7 +74,8 @@ def SbpSearch : Pass<"sbp-search", "mlir::ModuleOp"> {
       `chunks` chunks a stage: what its chunks hold together at each
       moment; GPipe: all of them; sequential: one); what the backward has live at the peak but
       parameters' gradients (one block's working set, which every stage
-      has) counts whole. The cut is by time, or where that would not fit,
+      has: what it made and the copies it made to read, such as weights
+      ZeRO-3 gathers) counts whole. The cut is by time, or where that would not fit,
       the fastest cut that fits, else the leanest; with `starts`, the cut
       by hand those blocks begin. With fewer blocks than
       chunks, shares of the plan stand in (1/stages, the first stage's

@@ -299,6 +299,42 @@ struct Plans {
   sbp::BoxingPlans plans;
 };
 
+/// A step parsed from `source`, its search problem on two devices (none
+/// where it cannot be built) and its ops in program order.
+struct StepOnTwoDevices {
+  StepOnTwoDevices(MLIRContext &ctx, const char *source)
+      : module(parseSourceString<ModuleOp>(source, &ctx)) {
+    if (!module)
+      return;
+    fn = *module->getOps<func::FuncOp>().begin();
+    if (FailureOr<search::SearchProblem> built = plans.problemOf(fn); succeeded(built))
+      problem.emplace(std::move(*built));
+    for (Operation &op : fn.getBody().front().without_terminator())
+      ops.push_back(&op);
+  }
+  Plans plans{sbprt::Mesh{{"x"}, {2}}};
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp fn;
+  std::optional<search::SearchProblem> problem;
+  std::vector<Operation *> ops;
+};
+
+/// Calls `visit` with every combination of the choices of `nodes` (the
+/// others at their first) and how many calls it returned true on.
+int forEachChoiceOf(const search::SearchProblem &problem, ArrayRef<size_t> nodes,
+                    llvm::function_ref<bool(std::vector<size_t> &plan)> visit) {
+  std::vector<size_t> plan(problem.nodes().size(), 0);
+  int accepted = 0;
+  while (true) {
+    accepted += visit(plan);
+    size_t i = 0;
+    while (i < nodes.size() && ++plan[nodes[i]] == problem.nodes()[nodes[i]].numChoices())
+      plan[nodes[i++]] = 0;
+    if (i == nodes.size())
+      return accepted;
+  }
+}
+
 /// The choices of `from`'s nodes for the nodes of `to`, a problem on the
 /// same function: each op node takes the choice of the node its op (or the
 /// op it copies) has in `from`, each free argument that of its argument.
@@ -670,29 +706,20 @@ TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
   // pipeline the copy waits for the backward with %h0 and %y0, once per
   // micro-batch in flight (as a layer's input gathered for the forward
   // and kept for the recomputation).
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kForwardAndBackward, &ctx);
-  ASSERT_TRUE(module);
-  auto fn = *module->getOps<func::FuncOp>().begin();
-  Plans plans({{"x"}, {2}});
-  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
-  ASSERT_TRUE(succeeded(problem));
-  std::vector<Operation *> ops;
-  for (Operation &op : fn.getBody().front().without_terminator())
-    ops.push_back(&op);
+  StepOnTwoDevices step(ctx, kForwardAndBackward);
+  ASSERT_TRUE(step.problem);
+  search::SearchProblem *problem = &*step.problem;
+  const std::vector<Operation *> &ops = step.ops;
   size_t matmul = problem->nodeOf(ops[0]), relu = problem->nodeOf(ops[1]),
          mul = problem->nodeOf(ops[2]);
   const auto &nodes = problem->nodes();
-  std::vector<size_t> plan(nodes.size(), 0);
-  int found = 0;
-  for (size_t m = 0; m < nodes[matmul].numChoices(); ++m)
-    for (size_t r = 0; r < nodes[relu].numChoices(); ++r)
-      for (size_t g = 0; g < nodes[mul].numChoices(); ++g) {
+  int found =
+      forEachChoiceOf(*problem, {matmul, relu, mul}, [&](std::vector<size_t> &plan) {
+        size_t m = plan[matmul], r = plan[relu], g = plan[mul];
         int stored = nodes[matmul].outputLayout(m, 0), copy = nodes[relu].inputLayout(r, 0);
         if (stored == copy || nodes[mul].inputLayout(g, 1) != copy ||
             nodes[mul].inputLayout(g, 0) != nodes[relu].outputLayout(r, 0))
-          continue;
-        plan[matmul] = m, plan[relu] = r, plan[mul] = g;
-        ++found;
+          return false;
         double stash = 4 * (search::planMemory(*problem, plan, pipelineOf(4, {2, 2, 2, 2}, 0)) -
                             search::planMemory(*problem, plan, pipelineOf(4, {1, 1, 1, 1}, 0)));
         double kept = problem->localBytes(ops[0]->getResult(0), stored) +
@@ -701,7 +728,65 @@ TEST_F(ExactSearchTest, PipelineStashHoldsCopiesTheBackwardReads) {
         EXPECT_NEAR(stash, kept, 1e-9 * kept)
             << sbprt::toString(problem->layout(stored)) << " read as "
             << sbprt::toString(problem->layout(copy));
-      }
+        return true;
+      });
+  EXPECT_GT(found, 0);
+}
+
+TEST_F(ExactSearchTest, PipelineWorkingSetHoldsCopiesTheBackwardMakes) {
+  // Plans where the relu reads %h0 as the first matmul stores it and the
+  // backward's matmul reads it in another layout, split or whole: that
+  // copy is made in the backward, of the working set every stage has whole
+  // (as ZeRO-3's gathered weights of a layer's recomputed forward and
+  // backward are), not of the rest each stage has a share of.
+  StepOnTwoDevices step(ctx, R"(
+    func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
+                 %w: tensor<64x64xf32> {graph.param = "w"}) -> tensor<64x64xf32> {
+      %h0 = graph.matmul %x, %w {sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %y0 = graph.relu %h0 {sbp.micro_batch = 0 : i64} : tensor<64x64xf32>
+      %g0 = graph.matmul %h0, %y0 {graph.backward, sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      %r0 = graph.relu %g0 {graph.backward, sbp.micro_batch = 0 : i64} : tensor<64x64xf32>
+      return %r0 : tensor<64x64xf32>
+    }
+  )");
+  ASSERT_TRUE(step.problem);
+  search::SearchProblem *problem = &*step.problem;
+  const std::vector<Operation *> &ops = step.ops;
+  size_t matmul = problem->nodeOf(ops[0]), relu = problem->nodeOf(ops[1]),
+         mul = problem->nodeOf(ops[2]), last = problem->nodeOf(ops[3]);
+  const auto &nodes = problem->nodes();
+  int found = forEachChoiceOf(*problem, {matmul, relu, mul}, [&](std::vector<size_t> &plan) {
+    size_t m = plan[matmul], r = plan[relu], g = plan[mul];
+    int stored = nodes[matmul].outputLayout(m, 0), copy = nodes[mul].inputLayout(g, 0);
+    if (stored == copy || problem->layout(copy)[0].isPartial() ||
+        nodes[relu].inputLayout(r, 0) != stored ||
+        nodes[mul].inputLayout(g, 1) != nodes[relu].outputLayout(r, 0))
+      return false;
+    // The last relu reads %g0 as it is made (so that the peak stays at
+    // %g0).
+    size_t &l = plan[last];
+    for (l = 0; l < nodes[last].numChoices() &&
+                nodes[last].inputLayout(l, 0) != nodes[mul].outputLayout(g, 0);
+         ++l)
+      ;
+    if (l == nodes[last].numChoices()) {
+      l = 0;
+      return false;
+    }
+    // Shares of the model (as PipelineMemoryFollowsTheCut): each
+    // stage holds shared / N + working, what the backward has live at
+    // %g0 (the peak).
+    double three = search::planMemory(*problem, plan, pipelineOf(3, {1, 1, 1}, 0)),
+           four = search::planMemory(*problem, plan, pipelineOf(4, {1, 1, 1, 1}, 0));
+    double working = three - 12 * (three - four) / 3;
+    double made = problem->localBytes(ops[0]->getResult(0), copy) +
+                  problem->localBytes(ops[2]->getResult(0), nodes[mul].outputLayout(g, 0));
+    EXPECT_NEAR(working, made, 1e-9 * made)
+        << sbprt::toString(problem->layout(stored)) << " read as "
+        << sbprt::toString(problem->layout(copy));
+    l = 0;
+    return true;
+  });
   EXPECT_GT(found, 0);
 }
 
@@ -710,7 +795,7 @@ TEST_F(ExactSearchTest, PipelineStashLeavesOutCopiesOfParameters) {
   // it in another layout than it is stored in, one copy serves the whole
   // step, held once, not once per micro-batch in flight. The stash is
   // micro-batch 0's %h0 alone.
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"(
+  StepOnTwoDevices step(ctx, R"(
     func.func @f(%x: tensor<64x64xf32> {graph.input = "x"},
                  %w: tensor<64x64xf32> {graph.param = "w"}) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
       %h0 = graph.matmul %x, %w {sbp.micro_batch = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
@@ -719,42 +804,33 @@ TEST_F(ExactSearchTest, PipelineStashLeavesOutCopiesOfParameters) {
       %g1 = graph.matmul %h1, %w {graph.backward, sbp.micro_batch = 1 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
       return %g0, %g1 : tensor<64x64xf32>, tensor<64x64xf32>
     }
-  )",
-                                                             &ctx);
-  ASSERT_TRUE(module);
-  auto fn = *module->getOps<func::FuncOp>().begin();
-  Plans plans({{"x"}, {2}});
-  FailureOr<search::SearchProblem> problem = plans.problemOf(fn);
-  ASSERT_TRUE(succeeded(problem));
-  std::vector<Operation *> ops;
-  for (Operation &op : fn.getBody().front().without_terminator())
-    ops.push_back(&op);
+  )");
+  ASSERT_TRUE(step.problem);
+  search::SearchProblem *problem = &*step.problem;
+  const std::vector<Operation *> &ops = step.ops;
   const auto &nodes = problem->nodes();
   size_t forward = problem->nodeOf(ops[0]), backward = problem->nodeOf(ops[1]);
   ASSERT_EQ(problem->nodeOf(ops[2]), forward); // micro-batch 1's, tied to 0's
   size_t weight = nodes.size();
   for (auto [n, node] : llvm::enumerate(nodes))
-    if (!node.op && node.argument == fn.getArgument(1))
+    if (!node.op && node.argument == step.fn.getArgument(1))
       weight = n;
   ASSERT_LT(weight, nodes.size());
-  std::vector<size_t> plan(nodes.size(), 0);
-  int found = 0;
-  for (size_t c = 0; c < nodes[weight].numChoices(); ++c)
-    for (size_t f = 0; f < nodes[forward].numChoices(); ++f)
-      for (size_t b = 0; b < nodes[backward].numChoices(); ++b) {
+  int found =
+      forEachChoiceOf(*problem, {weight, forward, backward}, [&](std::vector<size_t> &plan) {
+        size_t c = plan[weight], f = plan[forward], b = plan[backward];
         int stored = nodes[weight].outputLayout(c, 0), read = nodes[forward].inputLayout(f, 1);
         if (stored == read || nodes[backward].inputLayout(b, 1) != read ||
             nodes[backward].inputLayout(b, 0) != nodes[forward].outputLayout(f, 0))
-          continue;
-        plan[weight] = c, plan[forward] = f, plan[backward] = b;
-        ++found;
+          return false;
         double stash = 4 * (search::planMemory(*problem, plan, pipelineOf(4, {2, 2, 2, 2}, 0)) -
                             search::planMemory(*problem, plan, pipelineOf(4, {1, 1, 1, 1}, 0)));
         double kept = problem->localBytes(ops[0]->getResult(0), nodes[forward].outputLayout(f, 0));
         EXPECT_NEAR(stash, kept, 1e-9 * kept)
             << sbprt::toString(problem->layout(stored)) << " read as "
             << sbprt::toString(problem->layout(read));
-      }
+        return true;
+      });
   EXPECT_GT(found, 0);
 }
 
