@@ -255,9 +255,13 @@ static LogicalResult compileOnce(MLIRContext &ctx, const CompileCommand &given, 
   CompileCommand command = given;
   if (failed(refuseOverwritingInputs("-o", command.outputDir,
                                      {"report.json", "sbp.mlir", "exec.mlir", "program.json",
-                                      "launch.sh", "build.sh", "build.log", "src/", "bin/"},
+                                      "launch.sh", "build.sh", "build.log", "src/", "bin/",
+                                      "runtime/", "include/"},
                                      {command.modelPath, command.cluster})))
     return failure();
+  if (!command.reportOnly && !command.target.empty())
+    if (std::string clash = runtimeSourcesClash(command.outputDir); !clash.empty())
+      return reportError("-o: " + clash);
   if (command.cluster.empty())
     command.cluster = defaultCluster(command.target, mesh->numDevices());
   std::optional<Cluster> cluster = loadCluster(command.cluster, error);

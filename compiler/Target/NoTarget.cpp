@@ -3,6 +3,8 @@
 
 #include "compiler/Support/Diagnostics.h"
 
+std::string sbpc::runtimeSourcesClash(const std::string &) { return ""; }
+
 mlir::LogicalResult sbpc::buildTarget(mlir::ModuleOp, const std::string &, const TargetOptions &,
                                       const std::string &, nlohmann::json &) {
   return reportError("--target needs MPI, and this sbpc was built without it "

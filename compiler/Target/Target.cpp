@@ -75,13 +75,15 @@ void appendNvccHostFlag(llvm::StringRef flag, std::vector<std::string> &args) {
 }
 
 /// Compiles `dir`/src/`name`.cpp (.cu) into `dir`/bin/`name` with the host
-/// compiler (nvcc); the compiler's output goes to `dir`/build.log, the
-/// command to `dir`/build.sh (which rebuilds it from wherever the bundle is).
+/// compiler (nvcc) against the runtime sbpc was built with, the compiler's
+/// output into `dir`/build.log; sets `compiler` to the compiler it ran and
+/// `command` to the command (for build.sh).
 LogicalResult buildProgram(const std::string &dir, const std::string &name,
-                           const sbpc::TargetOptions &options) {
+                           const sbpc::TargetOptions &options, std::string &compiler,
+                           std::string &command) {
   bool cuda = options.kind == sbpc::TargetKind::Cuda;
   std::string source = sourceName(name, options.kind), binary = "bin/" + name;
-  std::string log = joinPath(dir, "build.log"), script = joinPath(dir, "build.sh");
+  std::string log = joinPath(dir, "build.log");
   const char *envName = cuda ? "SBPC_NVCC" : "SBPC_CXX";
   const char *fromEnv = std::getenv(envName);
   std::string cxx = fromEnv && *fromEnv ? fromEnv : cuda ? kNvcc : kCxx;
@@ -93,8 +95,6 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
   if (!found || !llvm::sys::fs::can_execute(*found))
     return sbpc::reportError(std::string(cuda ? "the CUDA compiler '" : "the host C++ compiler '") +
                              cxx + "' was not found (set " + envName + " to another)");
-  // build.sh runs from the bundle, sbpc from anywhere: the same command
-  // with relative or absolute paths.
   auto commandLine = [&](const std::string &src, const std::string &bin) {
     std::vector<std::string> args = {*found, "-std=c++17", cuda ? "-O2" : "-O1", "-w"};
     if (cuda)
@@ -109,10 +109,12 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
         appendNvccHostFlag(flag, args);
       else
         args.push_back(flag.str());
-    if (cuda)
+    if (cuda) {
+      args.push_back(kCudaRuntimeLibrary);
       for (const char *library : kCudaLibraries)
         if (*library)
           args.push_back(library);
+    }
     for (const char *library : kRuntimeLibraries)
       args.push_back(library);
     if (!cuda)
@@ -123,21 +125,14 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
     args.push_back("-lpthread");
     return args;
   };
-  std::string command;
-  for (const std::string &arg : commandLine(source, binary))
-    command += (command.empty() ? "" : " ") + shellWord(arg);
   std::string error;
-  if (!writeText(script,
-                 "#!/bin/sh\n# Rebuilds " + binary + " as sbpc compile did.\nset -e\n" +
-                     "cd \"$(dirname \"$0\")\"\n" + command + "\n",
-                 error))
-    return sbpc::reportError(error);
-  llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
-                                            llvm::sys::fs::perms::owner_write |
-                                            llvm::sys::fs::perms::all_exe);
   std::string absoluteSource = absolutePath(joinPath(dir, source)),
               absoluteBinary = absolutePath(joinPath(dir, binary));
   std::vector<std::string> args = commandLine(absoluteSource, absoluteBinary);
+  compiler = *found;
+  command.clear();
+  for (const std::string &arg : commandLine(source, binary))
+    command += (command.empty() ? "" : " ") + shellWord(arg);
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
@@ -163,6 +158,121 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
   return sbpc::reportError("building " + absoluteSource + " failed" +
                            (error.empty() ? "" : " (" + error + ")") +
                            (first.empty() ? "" : ": " + first) + " (full output in " + log + ")");
+}
+
+/// Copies the runtime's sources (runtime/, without its CMakeLists.txt, and
+/// without cuda/ but for the CUDA target) and the JSON headers they include
+/// into `dir`, for build.sh.
+LogicalResult copyRuntimeSources(const std::string &dir, sbpc::TargetKind kind) {
+  auto copyTree = [&](const std::string &from, const std::string &to) -> LogicalResult {
+    std::error_code ec = llvm::sys::fs::create_directories(to);
+    if (ec)
+      return sbpc::reportError(to + ": cannot create: " + ec.message());
+    for (llvm::sys::fs::recursive_directory_iterator it(from, ec), end; it != end && !ec;
+         it.increment(ec)) {
+      llvm::StringRef path = it->path();
+      std::string target = to + path.drop_front(from.size()).str();
+      if (it->type() == llvm::sys::fs::file_type::directory_file) {
+        // The CPU target's programs need no CUDA runtime.
+        if (kind != sbpc::TargetKind::Cuda && llvm::sys::path::filename(path) == "cuda") {
+          it.no_push();
+          continue;
+        }
+        ec = llvm::sys::fs::create_directories(target);
+      } else if (llvm::sys::path::extension(path).equals_insensitive(".txt") ||
+                 llvm::sys::path::filename(path).starts_with(".")) {
+        continue;
+      } else if (bool same = false; llvm::sys::fs::equivalent(path, target, same) || !same) {
+        ec = llvm::sys::fs::copy_file(path, target); // (never a file over itself)
+      }
+      if (ec)
+        return sbpc::reportError(target + ": cannot write: " + ec.message());
+    }
+    if (ec)
+      return sbpc::reportError(from + ": cannot read: " + ec.message());
+    return success();
+  };
+  if (std::string clash = sbpc::runtimeSourcesClash(dir); !clash.empty())
+    return sbpc::reportError(clash);
+  if (failed(copyTree(joinPath(kRuntimeInclude, "runtime"), joinPath(dir, "runtime"))))
+    return failure();
+  return copyTree(joinPath(kJsonInclude, "nlohmann"), joinPath(dir, "include/nlohmann"));
+}
+
+/// Words for sh, a space between.
+std::string shellWords(llvm::ArrayRef<const char *> words, llvm::StringRef prefix = "") {
+  std::string text;
+  for (const char *word : words)
+    if (*word)
+      text += (text.empty() ? "" : " ") + shellWord(prefix.str() + word);
+  return text;
+}
+
+/// build.sh: builds the runtime from the bundle's copy of its sources, then
+/// each of `programs` against it, wherever the bundle is and with no sbpc;
+/// `compiler` and `commands`: what sbpc ran (the default compiler, and
+/// comments).
+std::string buildScript(const std::vector<std::string> &programs,
+                        const std::vector<std::string> &binaryOfRank, const std::string &compiler,
+                        const std::vector<std::string> &commands,
+                        const sbpc::TargetOptions &options) {
+  bool cuda = options.kind == sbpc::TargetKind::Cuda;
+  std::string text =
+      "#!/bin/sh\n"
+      "# Rebuilds this bundle's programs from src/ and the runtime's sources\n"
+      "# under runtime/ (include/: the JSON headers they read with), with no sbpc:\n" +
+      std::string(cuda ? "# the CUDA toolkit with cuBLAS and NCCL, and MPI, are all it needs.\n"
+                       : "# a C++17 compiler, MPI and a CBLAS are all it needs.\n") +
+      "# Each setting below may be given in the environment instead, e.g.\n"
+      "#   MPI_INCLUDE=-I/opt/mpi/include MPI_LIBS=\"-L/opt/mpi/lib -lmpi\" ./build.sh\n"
+      "# sbpc compile built them against the runtime it was built with:\n";
+  for (const std::string &command : commands)
+    text += "#   " + command + "\n";
+  text += "set -e\n"
+          "cd \"$(dirname \"$0\")\"\n";
+  if (cuda)
+    text += "NVCC=${NVCC:-" + shellWord(compiler) + "}\n" + "CUDA_ARCH=${CUDA_ARCH:-" +
+            shellWord(options.cudaArch) + "}\n" + "NCCL_INCLUDE=${NCCL_INCLUDE:-" +
+            shellWords({kNcclInclude}, "-I") + "}\n" + "CUDA_LIBS=${CUDA_LIBS:-\"" +
+            shellWords(kCudaLibraries) + "\"}\n";
+  else
+    text += "CXX=${CXX:-" + shellWord(compiler) + "}\n" + "BLAS_INCLUDE=${BLAS_INCLUDE:-" +
+            shellWords({kBlasInclude}, "-I") + "}\n" + "BLAS_LIBS=${BLAS_LIBS:-\"" +
+            shellWords(kBlasLibraries) + "\"}\n";
+  if (!cuda)
+    text += "CXXFLAGS=${CXXFLAGS:-\"" + std::string(kCxxFlags) + "\"}\n";
+  text += "MPI_INCLUDE=${MPI_INCLUDE:-\"" + shellWords(kMpiIncludes, "-I") + "\"}\n" +
+          "MPI_LIBS=${MPI_LIBS:-\"" + shellWords(kMpiLibraries) + "\"}\n";
+  // The runtime, as CMake builds it in Release; nvcc passes host flags on.
+  std::string compile = cuda ? "$NVCC -std=c++17 -O3 -DNDEBUG -w -arch=$CUDA_ARCH"
+                             : "$CXX -std=c++17 -O3 -DNDEBUG -w $CXXFLAGS";
+  text += "rm -rf obj && mkdir -p obj bin\n"
+          "for source in";
+  for (const char *source : kRuntimeSources)
+    if (!cuda || !llvm::StringRef(source).starts_with("cpu/"))
+      text += " " + std::string(source);
+  if (cuda)
+    for (const char *source : kCudaRuntimeSources)
+      text += " " + std::string(source);
+  text += "; do\n"
+          "  echo \"build.sh: runtime/$source\"\n"
+          "  " +
+          compile + " -I . -I include $MPI_INCLUDE " + (cuda ? "$NCCL_INCLUDE" : "$BLAS_INCLUDE") +
+          " -c \"runtime/$source\" -o \"obj/$(echo \"$source\" | tr / _).o\"\n"
+          "done\n"
+          "ar rcs obj/libsbprt.a obj/*.o\n";
+  for (const std::string &program : programs) {
+    text += "echo \"build.sh: bin/" + program + "\"\n";
+    text += cuda ? "$NVCC -std=c++17 -O2 -w -arch=$CUDA_ARCH -I . " +
+                       sourceName(program, options.kind) + " -o bin/" + program +
+                       " obj/libsbprt.a $CUDA_LIBS $MPI_LIBS -lpthread\n"
+                 : "$CXX -std=c++17 -O1 -w $CXXFLAGS -I . " + sourceName(program, options.kind) +
+                       " -o bin/" + program + " obj/libsbprt.a $BLAS_LIBS $MPI_LIBS -lpthread\n";
+  }
+  // Each rank's link to its program.
+  for (size_t r = 0; r < binaryOfRank.size(); ++r)
+    text += "ln -sf " + binaryOfRank[r] + " bin/rank" + std::to_string(r) + "\n";
+  return text;
 }
 
 std::string launchScript(const std::vector<std::string> &binaries, sbpc::TargetKind kind) {
@@ -213,12 +323,26 @@ std::string runtimeArchProblem(llvm::StringRef arch) {
 
 } // namespace
 
+std::string sbpc::runtimeSourcesClash(const std::string &outputDir) {
+  for (auto [from, to] :
+       {std::pair(joinPath(kRuntimeInclude, "runtime"), joinPath(outputDir, "runtime")),
+        std::pair(joinPath(kJsonInclude, "nlohmann"), joinPath(outputDir, "include/nlohmann"))}) {
+    bool same = false;
+    if (!llvm::sys::fs::equivalent(from, to, same) && same)
+      return to + " is where sbpc copies the runtime's sources from: compile into another "
+                  "directory";
+  }
+  return "";
+}
+
 LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                 const TargetOptions &options, const std::string &outputDir,
                                 nlohmann::json &report) {
   if (options.kind == TargetKind::Cuda)
     if (std::string problem = runtimeArchProblem(options.cudaArch); !problem.empty())
       return reportError("--cuda-arch " + options.cudaArch + ": " + problem);
+  if (failed(copyRuntimeSources(outputDir, options.kind)))
+    return failure();
   PassManager pm(module.getContext());
   sbp::SbpSpmdizeOptions spmdize;
   spmdize.cluster = cluster;
@@ -246,7 +370,8 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     if (std::error_code ec = llvm::sys::fs::create_directories(joinPath(outputDir, sub)))
       return reportError(joinPath(outputDir, sub) + ": cannot create: " + ec.message());
 
-  std::vector<std::string> binaryOfRank;
+  std::vector<std::string> binaryOfRank, programOfRank, programNames, commands;
+  std::string compiler;
   nlohmann::json ranks = nlohmann::json::array(), manifestOutputs = nlohmann::json::array(),
                  manifestLoads = nlohmann::json::array();
   sbprt::Mesh mesh;
@@ -271,8 +396,11 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     emitting.stop();
     llvm::errs() << "sbpc: building " << name << " (" << source << ")\n";
     TimingScope building = options.timing ? options.timing->nest("build " + name) : TimingScope();
-    if (failed(buildProgram(outputDir, name, options)))
+    std::string command;
+    if (failed(buildProgram(outputDir, name, options, compiler, command)))
       return failure();
+    programNames.push_back(name);
+    commands.push_back(command);
     building.stop();
     // What --exec-fuse chose: how many of each op it makes.
     nlohmann::json &fused = report["fused_ops"][name] = nlohmann::json::object();
@@ -293,6 +421,9 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
                                      << " already runs another program (one model function "
                                         "per module)";
       binaryOfRank[rank] = "rank" + std::to_string(rank);
+      if (programOfRank.size() <= static_cast<size_t>(rank))
+        programOfRank.resize(rank + 1);
+      programOfRank[rank] = name;
       std::string link = joinPath(outputDir, "bin/" + binaryOfRank[rank]);
       llvm::sys::fs::remove(link);
       if (std::error_code ec = llvm::sys::fs::create_link(name, link))
@@ -337,12 +468,17 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
       llvm::any_of(binaryOfRank, [](const std::string &b) { return b.empty(); }))
     return reportError("internal: the programs do not cover every rank of the mesh");
 
-  std::string script = joinPath(outputDir, "launch.sh");
-  if (!writeText(script, launchScript(binaryOfRank, options.kind), error))
-    return reportError(error);
-  llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
-                                            llvm::sys::fs::perms::owner_write |
-                                            llvm::sys::fs::perms::all_exe);
+  for (auto [file, text] :
+       {std::pair(std::string("launch.sh"), launchScript(binaryOfRank, options.kind)),
+        std::pair(std::string("build.sh"),
+                  buildScript(programNames, programOfRank, compiler, commands, options))}) {
+    std::string script = joinPath(outputDir, file);
+    if (!writeText(script, text, error))
+      return reportError(error);
+    llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
+                                              llvm::sys::fs::perms::owner_write |
+                                              llvm::sys::fs::perms::all_exe);
+  }
   nlohmann::json manifest = {{"version", 1},
                              {"target", targetName(options.kind)},
                              {"mesh", {{"axes", mesh.axes}, {"shape", mesh.shape}}},

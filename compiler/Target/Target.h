@@ -35,4 +35,9 @@ mlir::LogicalResult buildTarget(mlir::ModuleOp module, const std::string &cluste
                                 const TargetOptions &options, const std::string &outputDir,
                                 nlohmann::json &report);
 
+/// Why `outputDir` cannot take a bundle's copy of the runtime's sources
+/// (build.sh's): its runtime/ or include/nlohmann is where sbpc copies them
+/// from (an output directory that is sbpc's own tree). "" where it can.
+std::string runtimeSourcesClash(const std::string &outputDir);
+
 } // namespace sbpc

@@ -184,6 +184,19 @@ def make_cases(args, out):
     return sorted(os.listdir(cases))
 
 
+def drop_runtime_sources(out):
+    """Removes the runtime's sources that every compiled program's folder
+    carries for its build.sh (runtime/, include/): the programs here are
+    built already, and the copies would fill the device tool's carry.
+    Returns how many folders held them."""
+    folders = [os.path.dirname(path) for pattern in ("cases/*/prog/build.sh", "bench/*/build.sh")
+               for path in glob.glob(os.path.join(out, pattern))]
+    for folder in folders:
+        for name in ("runtime", "include"):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    return len(folders)
+
+
 def strip_programs(out):
     """Strips the symbol tables of the cases' and the benchmark's rank
     programs (about a tenth of each; their kernels and messages stay): the
@@ -250,7 +263,8 @@ def main():
         log("compiling the benchmark: " + " ".join(command[2:]))
         if subprocess.run(command).returncode != 0:
             sys.exit("bundle: the benchmark's programs did not compile")
-    log(f"stripped {strip_programs(out)} programs")
+    log(f"stripped {strip_programs(out)} programs, "
+        f"dropped the runtime's sources from {drop_runtime_sources(out)} folders")
     if args.carry_mpi:
         carry_mpi(out)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],

@@ -179,7 +179,8 @@ static cl::opt<std::string> compileEmit("emit",
 static cl::opt<std::string>
     compileTarget("target",
                   cl::desc("Also build per-rank executables: cpu (C++ and MPI) or cuda (CUDA "
-                           "C++, cuBLAS and NCCL; one GPU per rank). Without it, only the plan "
+                           "C++, cuBLAS and NCCL; one GPU per rank), with the runtime's sources "
+                           "and build.sh to rebuild them without sbpc. Without it, only the plan "
                            "(report.json, sbp.mlir)"),
                   cl::value_desc("cpu|cuda"), cl::sub(compileCommand), cl::cat(compileCategory));
 static cl::opt<std::string>
