@@ -286,7 +286,7 @@ def sbpc_time(args, program, params, inputs):
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
     # The ranks' watchdog stops a hung run; stop(), one that never gets
     # to it.
-    run([os.path.join(program, "launch.sh"), "--params", params,
+    run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
          "--repeat", str(args.repeat), "--timeout", str(args.timeout), "--output-dir", res],
         timeout=args.timeout + 60)
@@ -305,7 +305,7 @@ def sbpc_op_profile(args, program, params, inputs):
     ...), loads and stores left out as the timings leave them out."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-ops")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
-    run([os.path.join(program, "launch.sh"), "--params", params,
+    run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
          "--repeat", "2", "--profile", "ops", "--timeout", str(args.timeout),
          "--output-dir", res], timeout=args.timeout + 60)

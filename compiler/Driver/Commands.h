@@ -4,6 +4,7 @@
 #include "compiler/Gen/ModelGen.h"
 #include "runtime/Layout.h"
 #include "runtime/Tensor.h"
+#include "runtime/rank/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -46,30 +47,9 @@ mlir::LogicalResult runReference(mlir::MLIRContext &ctx, const RunCommand &comma
 /// under mpirun) with the given parameters and inputs, assembles every
 /// output into <outputDir>/<name>.npy and what the ranks measured into
 /// <outputDir>/run.json. A failing rank's message becomes the error.
-/// What a compiled directory's program.json says: the mesh, what the
-/// programs load (parameters in their stored shape, inputs) and store.
-struct ProgramManifest {
-  struct Load {
-    bool isParam;
-    std::string name;
-    std::vector<int64_t> storedShape;
-    sbprt::DType dtype;
-  };
-  struct Output {
-    std::string name;
-    sbprt::NdSbp layout;
-    /// The shape of its file (its global shape, or a reshape of it).
-    std::vector<int64_t> storedShape;
-    /// The pipeline stage that writes it: its ranks' coordinate on the
-    /// mesh's first axis, pp (0 without stages).
-    int64_t stage = 0;
-  };
-  sbprt::Mesh mesh;
-  std::vector<Load> loads;
-  std::vector<Output> outputs;
-};
+using ProgramManifest = sbprt::rank::ProgramManifest;
 /// Reads `dir`/program.json; a one-line error if it is missing or is not
-/// one sbpc compile wrote.
+/// one sbpc compile wrote, or a rank's executable is missing.
 mlir::FailureOr<ProgramManifest> readProgramManifest(const std::string &dir);
 
 struct RunCompiledCommand {

@@ -5,8 +5,7 @@
 #include "compiler/Support/Diagnostics.h"
 #include "compiler/Support/JsonFile.h"
 #include "compiler/Support/Paths.h"
-#include "runtime/io/Npy.h"
-#include "runtime/sim/SimulatedMesh.h"
+#include "runtime/rank/Program.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -74,76 +73,17 @@ std::vector<std::string> runtimeWarnings(const std::string &log) {
 } // namespace
 
 FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &dir) {
-  std::string path = joinPath(dir, "program.json");
-  std::ifstream file(path);
-  if (!file || llvm::sys::fs::is_directory(path))
-    return reportError(dir + " is not a compiled program (no program.json; compile with "
-                             "--target cpu or cuda)");
-  ProgramManifest manifest;
-  // A hand-edited or foreign file is an error, not an exception.
-  try {
-    nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
-    if (json.is_discarded())
-      throw std::runtime_error("not JSON");
-    if (json.at("version") != 1)
-      throw std::runtime_error("version " + json.at("version").dump() + ", expected 1");
-    if (json.at("target") != "cpu" && json.at("target") != "cuda")
-      throw std::runtime_error("target " + json.at("target").dump() + ", expected cpu or cuda");
-    manifest.mesh = {json.at("mesh").at("axes").get<std::vector<std::string>>(),
-                     json.at("mesh").at("shape").get<std::vector<int64_t>>()};
-    std::string problem = sbprt::checkMesh(manifest.mesh);
-    if (!problem.empty())
-      throw std::runtime_error(problem);
-    if (json.at("ranks").get<int64_t>() != manifest.mesh.numDevices())
-      throw std::runtime_error("its rank count is not its mesh's");
-    for (const nlohmann::json &load : json.at("loads")) {
-      std::string kind = load.at("kind").get<std::string>();
-      if (kind != "param" && kind != "input")
-        throw std::runtime_error("a load of kind '" + kind + "'");
-      std::string dtype = load.at("dtype").get<std::string>();
-      std::optional<sbprt::DType> type = sbprt::dtypeFromName(dtype);
-      if (!type)
-        throw std::runtime_error("a load of dtype '" + dtype + "'");
-      manifest.loads.push_back({kind == "param", load.at("name").get<std::string>(),
-                                load.at("stored_shape").get<std::vector<int64_t>>(), *type});
-    }
-    std::set<std::string> names;
-    for (const nlohmann::json &output : json.at("outputs")) {
-      std::string name = output.at("name").get<std::string>();
-      if (!names.insert(name).second)
-        throw std::runtime_error("output '" + name + "' twice");
-      std::optional<sbprt::NdSbp> layout =
-          sbprt::parseLayout(output.at("layout").get<std::string>());
-      if (!layout)
-        throw std::runtime_error("output '" + name + "' has no layout");
-      auto shape = output.at("shape").get<std::vector<int64_t>>();
-      bool isFloat = output.value("dtype", "float32").find("float") != std::string::npos;
-      if (std::string wrong = sbprt::checkLayout(manifest.mesh, *layout, shape, isFloat);
-          !wrong.empty())
-        throw std::runtime_error("output '" + name + "' of shape " + sbprt::shapeToString(shape) +
-                                 ": layout " + sbprt::toString(*layout) + ": " + wrong);
-      auto stored = output.value("stored_shape", shape);
-      if (sbprt::numElements(stored) != sbprt::numElements(shape))
-        throw std::runtime_error("output '" + name + "' of shape " + sbprt::shapeToString(shape) +
-                                 " stored as " + sbprt::shapeToString(stored) +
-                                 ", another number of elements");
-      int64_t stage = output.value("stage", int64_t(0));
-      if (stage < 0 || (stage > 0 && stage >= manifest.mesh.shape.front()))
-        throw std::runtime_error("output '" + name + "' of stage " + std::to_string(stage) +
-                                 ", not a coordinate of the mesh's first axis");
-      manifest.outputs.push_back({name, *layout, stored, stage});
-    }
-  } catch (const std::exception &e) {
-    return reportError(path + ": not a program description written by sbpc compile (" +
-                       jsonErrorText(e) + ")");
-  }
+  std::string error;
+  std::optional<ProgramManifest> manifest = sbprt::rank::readProgramManifest(dir, error);
+  if (!manifest)
+    return reportError(error);
   // Every rank's executable, before mpirun would fail to start it.
-  for (int64_t r = 0; r < manifest.mesh.numDevices(); ++r) {
+  for (int64_t r = 0; r < manifest->mesh.numDevices(); ++r) {
     std::string binary = joinPath(dir, "bin/rank" + std::to_string(r));
     if (!llvm::sys::fs::can_execute(binary))
       return reportError(binary + ": missing or not executable (compile " + dir + " again)");
   }
-  return manifest;
+  return *manifest;
 }
 
 LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
@@ -194,7 +134,9 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   llvm::sys::fs::remove_directories(shards);
   if (std::error_code ec = llvm::sys::fs::create_directories(shards))
     return reportError(shards + ": cannot create: " + ec.message());
-  std::vector<std::string> args = {absolutePath(joinPath(command.programDir, "launch.sh"))};
+  // (sbpc puts the outputs together itself, below.)
+  std::vector<std::string> args = {absolutePath(joinPath(command.programDir, "launch.sh")),
+                                   "--no-assemble"};
   if (needsParams)
     args.insert(args.end(), {"--params", absolutePath(command.paramsPath)});
   for (const auto &[name, path] : inputs)
@@ -254,62 +196,14 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
                        " (the job's output is in " + log + ")");
 
   // Outputs: every rank's shard where it wrote one, assembled as laid out.
-  for (const ProgramManifest::Output &output : manifest->outputs) {
-    const std::string &name = output.name;
-    const sbprt::NdSbp *layout = &output.layout;
-    sbprt::sim::Shards parts(ranks);
-    std::vector<int64_t> writerOf(ranks);
-    for (int64_t r = 0; r < ranks; ++r) {
-      // A pipeline's output comes from the ranks of the stage that wrote it,
-      // read as the first stage's (the layout is B on that axis).
-      int64_t writer = r;
-      if (output.stage > 0) {
-        std::vector<int64_t> coords = mesh.coordinates(r);
-        if (coords.front() != 0)
-          continue;
-        coords.front() = output.stage;
-        writer = mesh.rankOf(coords);
-      }
-      writerOf[r] = writer;
-      std::string path = joinPath(shards, name + ".rank" + std::to_string(writer) + ".npy");
-      if (llvm::sys::fs::exists(path) && !sbprt::io::readNpy(path, parts[r], error))
-        return reportError(error);
-    }
-    // Only replicas at coordinate 0 of broadcast axes are read back.
-    for (int64_t r = 0; r < ranks; ++r) {
-      std::vector<int64_t> coords = mesh.coordinates(r);
-      bool needed = true;
-      for (size_t axis = 0; axis < layout->size(); ++axis)
-        needed = needed && !((*layout)[axis].isBroadcast() && coords[axis] != 0);
-      if (needed && parts[r].shape().empty() && parts[r].numBytes() == 0)
-        return reportError("rank " + std::to_string(writerOf[r]) + " wrote no shard of output '" + name +
-                           "'");
-    }
-    sbprt::Tensor global = sbprt::sim::assemble(parts, mesh, *layout);
-    if (!global.reshape(output.storedShape))
-      return reportError("internal: output '" + name + "' assembled as " +
-                         sbprt::shapeToString(global.shape()) + ", not as program.json says");
-    std::string path = joinPath(command.outputDir, name + ".npy");
-    if (!sbprt::io::writeNpy(path, global, error))
-      return reportError(error);
-    if (!command.quiet)
-      llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(global.shape()) << "\n";
-  }
-  nlohmann::json measured = nlohmann::json::array();
-  for (int64_t r = 0; r < ranks; ++r) {
-    std::ifstream stats(joinPath(shards, "rank" + std::to_string(r) + ".json"));
-    nlohmann::json entry = nlohmann::json::parse(stats, nullptr, false);
-    if (entry.is_discarded())
-      return reportError("rank " + std::to_string(r) + " wrote no measurements");
-    measured.push_back(entry);
-  }
-  std::string runPath = joinPath(command.outputDir, "run.json");
-  std::ofstream run(runPath);
-  run << nlohmann::json{{"program", absolutePath(command.programDir)}, {"ranks", measured}}.dump(2)
-      << "\n";
-  run.close();
-  if (!run)
-    return reportError(runPath + ": cannot write");
-  llvm::sys::fs::remove_directories(shards);
+  if (!sbprt::rank::assembleOutputs(
+          *manifest, absolutePath(command.programDir), command.outputDir,
+          [&](const std::string &path, const sbprt::Tensor &global) {
+            if (!command.quiet)
+              llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(global.shape())
+                           << "\n";
+          },
+          error))
+    return reportError(error);
   return success();
 }

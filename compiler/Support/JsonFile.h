@@ -1,6 +1,8 @@
 // Parsing a JSON file a user gave, with a one-line error that says where.
 #pragma once
 
+#include "runtime/io/JsonText.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -9,15 +11,7 @@
 
 namespace sbpc {
 
-/// An exception's message without nlohmann's tag: "type must be number,
-/// but is string" for "[json.exception.type_error.302] type must be ...".
-inline std::string jsonErrorText(const std::exception &e) {
-  std::string what = e.what();
-  if (what.rfind("[json.exception.", 0) == 0)
-    if (size_t tag = what.find("] "); tag != std::string::npos)
-      return what.substr(tag + 2);
-  return what;
-}
+using sbprt::io::jsonErrorText;
 
 /// `text` (the contents of `path`) parsed, or nullopt with `error` set to
 /// "PATH:LINE:COLUMN: not valid JSON (WHAT)", as compilers place errors.

@@ -249,10 +249,10 @@ std::string buildScript(const std::vector<std::string> &programs,
   text += "rm -rf obj && mkdir -p obj bin\n"
           "for source in";
   for (const char *source : kRuntimeSources)
-    if (!cuda || !llvm::StringRef(source).starts_with("cpu/"))
-      text += " " + std::string(source);
-  if (cuda)
-    for (const char *source : kCudaRuntimeSources)
+    text += " " + std::string(source);
+  for (const char *source : cuda ? llvm::ArrayRef<const char *>(kCudaRuntimeSources)
+                                 : llvm::ArrayRef<const char *>(kBlasRuntimeSources))
+    if (*source)
       text += " " + std::string(source);
   text += "; do\n"
           "  echo \"build.sh: runtime/$source\"\n"
@@ -269,6 +269,12 @@ std::string buildScript(const std::vector<std::string> &programs,
                  : "$CXX -std=c++17 -O1 -w $CXXFLAGS -I . " + sourceName(program, options.kind) +
                        " -o bin/" + program + " obj/libsbprt.a $BLAS_LIBS $MPI_LIBS -lpthread\n";
   }
+  // What launch.sh puts the outputs together with.
+  text += "echo \"build.sh: bin/assemble\"\n";
+  text += cuda ? "$NVCC -std=c++17 -O2 -w -I . -I include runtime/rank/AssembleMain.cpp -o "
+                 "bin/assemble obj/libsbprt.a\n"
+               : "$CXX -std=c++17 -O2 -w $CXXFLAGS -I . -I include runtime/rank/AssembleMain.cpp "
+                 "-o bin/assemble obj/libsbprt.a\n";
   // Each rank's link to its program.
   for (size_t r = 0; r < binaryOfRank.size(); ++r)
     text += "ln -sf " + binaryOfRank[r] + " bin/rank" + std::to_string(r) + "\n";
@@ -279,20 +285,39 @@ std::string launchScript(const std::vector<std::string> &binaries, sbpc::TargetK
   std::string text =
       "#!/bin/sh\n"
       "# Runs this program's " +
-      std::to_string(binaries.size()) +
-      " ranks (written by sbpc compile --target " + sbpc::targetName(kind) + "):\n"
+      std::to_string(binaries.size()) + " ranks (written by sbpc compile --target " +
+      sbpc::targetName(kind) +
+      "):\n"
       "#   launch.sh --params P.safetensors --input NAME=FILE.npy ... --output-dir DIR\n"
-      "# Each rank writes its shards under DIR/.shards; `sbpc run` assembles them.\n"
+      "# Each rank writes its shards under DIR/.shards; then bin/assemble puts\n"
+      "# each output together as DIR/NAME.npy (what they measured: DIR/run.json).\n"
+      "# --no-assemble (first) leaves the shards (`sbpc run` assembles them).\n"
       "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+      "assemble=1\n"
+      "if [ \"$1\" = --no-assemble ]; then assemble=0; shift; fi\n"
+      "out=\n"
+      "previous=\n"
+      "for arg in \"$@\"; do\n"
+      "  [ \"$previous\" = --output-dir ] && out=$arg\n"
+      "  case $arg in --output-dir=*) out=${arg#--output-dir=} ;; esac\n"
+      "  previous=$arg\n"
+      "done\n"
       "export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}\n"
       "# Containers often forbid the cross-memory attach OpenMPI copies with.\n"
-      "export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}\n";
-  if (binaries.size() == 1)
-    return text + "exec \"$here/bin/" + binaries[0] + "\" \"$@\"\n";
-  text += "exec mpirun --allow-run-as-root --oversubscribe --bind-to none";
-  for (size_t r = 0; r < binaries.size(); ++r)
-    text += std::string(r ? " :" : "") + " \\\n  -np 1 \"$here/bin/" + binaries[r] + "\" \"$@\"";
-  return text + "\n";
+      "export "
+      "OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+      "\n";
+  if (binaries.size() == 1) {
+    text += "\"$here/bin/" + binaries[0] + "\" \"$@\" || exit $?\n";
+  } else {
+    text += "mpirun --allow-run-as-root --oversubscribe --bind-to none";
+    for (size_t r = 0; r < binaries.size(); ++r)
+      text += std::string(r ? " :" : "") + " \\\n  -np 1 \"$here/bin/" + binaries[r] + "\" \"$@\"";
+    text += " || exit $?\n";
+  }
+  return text + "if [ $assemble = 1 ] && [ -n \"$out\" ]; then\n"
+                "  exec \"$here/bin/assemble\" \"$here\" \"$out\"\n"
+                "fi\n";
 }
 
 /// Why the runtime's kernels would not load on a GPU of `arch` (sm_NN), or
@@ -468,6 +493,13 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
       llvm::any_of(binaryOfRank, [](const std::string &b) { return b.empty(); }))
     return reportError("internal: the programs do not cover every rank of the mesh");
 
+  std::string assemble = joinPath(outputDir, "bin/assemble");
+  llvm::sys::fs::remove(assemble);
+  if (std::error_code ec = llvm::sys::fs::copy_file(kAssembleTool, assemble))
+    return reportError(assemble + ": cannot write: " + ec.message());
+  llvm::sys::fs::setPermissions(assemble, llvm::sys::fs::perms::all_read |
+                                              llvm::sys::fs::perms::owner_write |
+                                              llvm::sys::fs::perms::all_exe);
   for (auto [file, text] :
        {std::pair(std::string("launch.sh"), launchScript(binaryOfRank, options.kind)),
         std::pair(std::string("build.sh"),

@@ -6,6 +6,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/Elementwise.h"
 #include "runtime/Tensor.h"
+#include "runtime/cpu/Walk.h"
 
 #include <cblas.h>
 
@@ -17,36 +18,6 @@
 #include <type_traits>
 
 namespace sbprt::cpu {
-
-static Shape stridesOf(const Shape &shape) {
-  Shape strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
-}
-
-
-/// Visits every index of `shape` in row-major order, like an odometer, and
-/// calls `visit(i, offsets)` with the linear output index and, for each of
-/// the N strided views, the offset of that index (`start + sum(index * stride)`).
-template <size_t N, typename Visit>
-static void walk(const Shape &shape, const std::array<Shape, N> &strides,
-                 std::array<int64_t, N> offsets, Visit visit) {
-  int64_t rank = static_cast<int64_t>(shape.size()), n = numElements(shape);
-  Shape index(rank, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    visit(i, offsets);
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      for (size_t k = 0; k < N; ++k)
-        offsets[k] += strides[k][d];
-      if (++index[d] < shape[d])
-        break;
-      for (size_t k = 0; k < N; ++k)
-        offsets[k] -= strides[k][d] * shape[d];
-      index[d] = 0;
-    }
-  }
-}
 
 template <typename T>
 void unary(UnaryKind kind, const T *in, T *out, int64_t n) {
@@ -362,38 +333,6 @@ void transpose(const T *in, const Shape &shape, const std::vector<int64_t> &perm
   }
   walk<1>(outShape, {permutedStrides}, {0},
           [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = in[at[0]]; });
-}
-
-void slice(const void *in, size_t elementBytes, const Shape &shape,
-           const std::vector<int64_t> &starts, const std::vector<int64_t> &limits, void *out) {
-  Shape strides = stridesOf(shape), outShape;
-  int64_t start = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    outShape.push_back(limits[d] - starts[d]);
-    start += starts[d] * strides[d];
-  }
-  const char *src = static_cast<const char *>(in);
-  char *dst = static_cast<char *>(out);
-  walk<1>(outShape, {strides}, {start}, [&](int64_t i, const std::array<int64_t, 1> &at) {
-    std::memcpy(dst + i * elementBytes, src + at[0] * elementBytes, elementBytes);
-  });
-}
-
-void concat(const std::vector<const void *> &inputs, size_t elementBytes,
-            const std::vector<Shape> &shapes, int64_t axis, void *out) {
-  // Every input contributes a contiguous run of shape[axis] * inner per outer index.
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= shapes[0][d];
-  for (size_t d = axis + 1; d < shapes[0].size(); ++d)
-    inner *= shapes[0][d];
-  char *dst = static_cast<char *>(out);
-  for (int64_t o = 0; o < outer; ++o)
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      size_t run = static_cast<size_t>(shapes[i][axis] * inner) * elementBytes;
-      std::memcpy(dst, static_cast<const char *>(inputs[i]) + o * run, run);
-      dst += run;
-    }
 }
 
 /// Checks that index `value` at `position` of the block `place` places

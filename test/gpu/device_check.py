@@ -206,7 +206,8 @@ def check_case(case_dir, args):
         for run in case["runs"]:
             out = os.path.join(work, run["name"])
             failure, output = run_program([os.path.join(case_dir, "prog", "launch.sh"),
-                                           *run["args"]], case_dir, out, args.timeout)
+                                           "--no-assemble", *run["args"]], case_dir, out,
+                                          args.timeout)
             warnings += [w for w in runtime_warnings(output) if w not in warnings]
             if "fails_with" in run:
                 if not failure or run["fails_with"] not in failure:

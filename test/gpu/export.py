@@ -107,7 +107,8 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
         local = _localize(args, run, os.path.join(case, "inputs"), copied)
         expected = os.path.join(case, "expected", run)
         with tempfile.TemporaryDirectory() as tmp:
-            failure, _ = run_program([os.path.join(cpu_program, "launch.sh"), *local], case, tmp, 300)
+            failure, _ = run_program([os.path.join(cpu_program, "launch.sh"), "--no-assemble",
+                                      *local], case, tmp, 300)
             if failure:
                 raise RuntimeError(f"{cpu_program}: launch.sh failed: {failure}")
             shutil.copytree(os.path.join(tmp, ".shards"), expected)
@@ -115,7 +116,8 @@ def export_case(bundle, name, cpu_program, device_program, runs, rtol, norm_rtol
     for run, args in failing:
         local = _localize(args, run, os.path.join(case, "inputs"), copied)
         with tempfile.TemporaryDirectory() as tmp:
-            failure, _ = run_program([os.path.join(cpu_program, "launch.sh"), *local], case, tmp, 300)
+            failure, _ = run_program([os.path.join(cpu_program, "launch.sh"), "--no-assemble",
+                                      *local], case, tmp, 300)
         message = failure.split(" failed in ", 1)[1] if failure and " failed in " in failure \
             else None
         if not message:
