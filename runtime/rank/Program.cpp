@@ -89,45 +89,51 @@ bool assembleOutputs(const ProgramManifest &manifest, const std::string &program
   int64_t ranks = mesh.numDevices();
   std::string shards = outputDir + "/.shards";
   std::error_code ec;
-  for (const ProgramManifest::Output &output : manifest.outputs) {
-    const std::string &name = output.name;
-    const NdSbp &layout = output.layout;
-    sim::Shards parts(ranks);
-    std::vector<int64_t> writerOf(ranks);
-    for (int64_t r = 0; r < ranks; ++r) {
-      // A pipeline's output comes from the ranks of the stage that wrote it,
-      // read as the first stage's (the layout is B on that axis).
-      int64_t writer = r;
-      if (output.stage > 0) {
-        std::vector<int64_t> coords = mesh.coordinates(r);
-        if (coords.front() != 0)
-          continue;
-        coords.front() = output.stage;
-        writer = mesh.rankOf(coords);
-      }
-      writerOf[r] = writer;
-      std::string path = shards + "/" + name + ".rank" + std::to_string(writer) + ".npy";
-      if (std::filesystem::exists(path, ec) && !io::readNpy(path, parts[r], error))
-        return false;
-    }
-    // Only replicas at coordinate 0 of broadcast axes are read back.
+  // Rank r's shard of `output`: a pipeline's comes from the ranks of the
+  // stage that wrote it, read as the first stage's (the layout is B on
+  // that axis); none for the other stages' ranks.
+  auto writerOf = [&](const ProgramManifest::Output &output, int64_t r) -> int64_t {
+    if (output.stage == 0)
+      return r;
+    std::vector<int64_t> coords = mesh.coordinates(r);
+    if (coords.front() != 0)
+      return -1;
+    coords.front() = output.stage;
+    return mesh.rankOf(coords);
+  };
+  auto shardPath = [&](const ProgramManifest::Output &output, int64_t writer) {
+    return shards + "/" + output.name + ".rank" + std::to_string(writer) + ".npy";
+  };
+  // Every shard that is needed (replicas are read back only from
+  // coordinate 0 of broadcast axes), before writing anything.
+  for (const ProgramManifest::Output &output : manifest.outputs)
     for (int64_t r = 0; r < ranks; ++r) {
       std::vector<int64_t> coords = mesh.coordinates(r);
       bool needed = true;
-      for (size_t axis = 0; axis < layout.size(); ++axis)
-        needed = needed && !(layout[axis].isBroadcast() && coords[axis] != 0);
-      if (needed && parts[r].shape().empty() && parts[r].numBytes() == 0) {
-        error = "rank " + std::to_string(writerOf[r]) + " wrote no shard of output '" + name + "'";
+      for (size_t axis = 0; axis < output.layout.size(); ++axis)
+        needed = needed && !(output.layout[axis].isBroadcast() && coords[axis] != 0);
+      int64_t writer = writerOf(output, r);
+      if (needed && writer >= 0 && !std::filesystem::exists(shardPath(output, writer), ec)) {
+        error =
+            "rank " + std::to_string(writer) + " wrote no shard of output '" + output.name + "'";
         return false;
       }
     }
-    Tensor global = sim::assemble(parts, mesh, layout);
+  for (const ProgramManifest::Output &output : manifest.outputs) {
+    sim::Shards parts(ranks);
+    for (int64_t r = 0; r < ranks; ++r)
+      if (int64_t writer = writerOf(output, r); writer >= 0) {
+        std::string path = shardPath(output, writer);
+        if (std::filesystem::exists(path, ec) && !io::readNpy(path, parts[r], error))
+          return false;
+      }
+    Tensor global = sim::assemble(parts, mesh, output.layout);
     if (!global.reshape(output.storedShape)) {
-      error = "internal: output '" + name + "' assembled as " + shapeToString(global.shape()) +
-              ", not as program.json says";
+      error = "internal: output '" + output.name + "' assembled as " +
+              shapeToString(global.shape()) + ", not as program.json says";
       return false;
     }
-    std::string path = outputDir + "/" + name + ".npy";
+    std::string path = outputDir + "/" + output.name + ".npy";
     if (!io::writeNpy(path, global, error))
       return false;
     wrote(path, global);

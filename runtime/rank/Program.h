@@ -47,8 +47,8 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
 /// ranks) as laid out, writes it as `outputDir`/NAME.npy in its stored
 /// shape and calls `wrote` with the path and the tensor; then writes what
 /// each rank measured (.shards/rankR.json) as `outputDir`/run.json, naming
-/// `programDir` (as given), and removes .shards. False with a one-line `error` where
-/// a rank wrote too little.
+/// `programDir` (as given), and removes .shards. False with a one-line
+/// `error`, and nothing written, where a rank wrote no shard it should.
 bool assembleOutputs(const ProgramManifest &manifest, const std::string &programDir,
                      const std::string &outputDir,
                      const std::function<void(const std::string &, const Tensor &)> &wrote,
