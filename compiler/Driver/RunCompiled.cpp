@@ -83,6 +83,15 @@ FailureOr<sbpc::ProgramManifest> sbpc::readProgramManifest(const std::string &di
     if (!llvm::sys::fs::can_execute(binary))
       return reportError(binary + ": missing or not executable (compile " + dir + " again)");
   }
+  // A launch.sh that would hand --no-assemble to the ranks (one an sbpc
+  // before 2026-11-29 wrote, which left assembling to sbpc run).
+  std::ifstream launch(joinPath(dir, "launch.sh"));
+  std::string script((std::istreambuf_iterator<char>(launch)), std::istreambuf_iterator<char>());
+  if (script.find("--no-assemble") == std::string::npos)
+    return reportError(joinPath(dir, "launch.sh") +
+                       ": missing or written by an earlier sbpc "
+                       "(compile " +
+                       dir + " again)");
   return *manifest;
 }
 
@@ -198,10 +207,9 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
   // Outputs: every rank's shard where it wrote one, assembled as laid out.
   if (!sbprt::rank::assembleOutputs(
           *manifest, absolutePath(command.programDir), command.outputDir,
-          [&](const std::string &path, const sbprt::Tensor &global) {
+          [&](const std::string &path, const std::vector<int64_t> &shape) {
             if (!command.quiet)
-              llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(global.shape())
-                           << "\n";
+              llvm::outs() << "wrote " << path << " " << sbprt::shapeToString(shape) << "\n";
           },
           error))
     return reportError(error);

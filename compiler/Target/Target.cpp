@@ -173,6 +173,11 @@ LogicalResult copyRuntimeSources(const std::string &dir, sbpc::TargetKind kind) 
       llvm::StringRef path = it->path();
       std::string target = to + path.drop_front(from.size()).str();
       if (it->type() == llvm::sys::fs::file_type::directory_file) {
+        // (Never into what it copies: runtimeSourcesClash refuses that.)
+        if (bool same = false; !llvm::sys::fs::equivalent(path, to, same) && same) {
+          it.no_push();
+          continue;
+        }
         // The CPU target's programs need no CUDA runtime.
         if (kind != sbpc::TargetKind::Cuda && llvm::sys::path::filename(path) == "cuda") {
           it.no_push();
@@ -229,7 +234,7 @@ std::string buildScript(const std::vector<std::string> &programs,
   for (const std::string &command : commands)
     text += "#   " + command + "\n";
   text += "set -e\n"
-          "cd \"$(dirname \"$0\")\"\n";
+          "CDPATH= cd -- \"$(dirname -- \"$0\")\"\n";
   if (cuda)
     text += "NVCC=${NVCC:-" + shellWord(compiler) + "}\n" + "CUDA_ARCH=${CUDA_ARCH:-" +
             shellWord(options.cudaArch) + "}\n" + "NCCL_INCLUDE=${NCCL_INCLUDE:-" +
@@ -292,16 +297,17 @@ std::string launchScript(const std::vector<std::string> &binaries, sbpc::TargetK
       "# Each rank writes its shards under DIR/.shards; then bin/assemble puts\n"
       "# each output together as DIR/NAME.npy (what they measured: DIR/run.json).\n"
       "# --no-assemble (first) leaves the shards (`sbpc run` assembles them).\n"
-      "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+      "here=$(CDPATH= cd -- \"$(dirname -- \"$0\")\" && pwd)\n"
       "assemble=1\n"
       "if [ \"$1\" = --no-assemble ]; then assemble=0; shift; fi\n"
       "out=\n"
       "previous=\n"
       "for arg in \"$@\"; do\n"
       "  [ \"$previous\" = --output-dir ] && out=$arg\n"
-      "  case $arg in --output-dir=*) out=${arg#--output-dir=} ;; esac\n"
       "  previous=$arg\n"
       "done\n"
+      "# No shards of an earlier run may pass for this one's.\n"
+      "[ $assemble = 1 ] && [ -n \"$out\" ] && rm -rf \"$out/.shards\"\n"
       "export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}\n"
       "# Containers often forbid the cross-memory attach OpenMPI copies with.\n"
       "export "
@@ -349,6 +355,26 @@ std::string runtimeArchProblem(llvm::StringRef arch) {
 } // namespace
 
 std::string sbpc::runtimeSourcesClash(const std::string &outputDir) {
+  // Not inside what it copies from (it would copy into what it reads).
+  // (Links resolved as far as it exists.)
+  llvm::SmallString<256> output(absolutePath(outputDir));
+  llvm::sys::path::remove_dots(output, /*remove_dot_dot=*/true);
+  std::string rest;
+  while (llvm::sys::path::has_parent_path(output) && !llvm::sys::fs::exists(output)) {
+    rest = "/" + llvm::sys::path::filename(output).str() + rest;
+    llvm::sys::path::remove_filename(output);
+  }
+  if (llvm::SmallString<256> real; !llvm::sys::fs::real_path(output, real))
+    output = real;
+  output += rest;
+  for (std::string source :
+       {joinPath(kRuntimeInclude, "runtime"), joinPath(kJsonInclude, "nlohmann")}) {
+    if (llvm::SmallString<256> real; !llvm::sys::fs::real_path(source, real))
+      source = real.str().str();
+    if (output.str() == source || output.str().starts_with(source + "/"))
+      return outputDir + " is inside " + source +
+             ", which sbpc copies the runtime's sources from: compile into another directory";
+  }
   for (auto [from, to] :
        {std::pair(joinPath(kRuntimeInclude, "runtime"), joinPath(outputDir, "runtime")),
         std::pair(joinPath(kJsonInclude, "nlohmann"), joinPath(outputDir, "include/nlohmann"))}) {

@@ -22,9 +22,9 @@ int main(int argc, char **argv) {
       sbprt::rank::readProgramManifest(argv[1], error);
   if (!manifest || !sbprt::rank::assembleOutputs(
                        *manifest, argv[1], argv[2],
-                       [](const std::string &path, const sbprt::Tensor &global) {
+                       [](const std::string &path, const std::vector<int64_t> &shape) {
                          std::printf("wrote %s %s\n", path.c_str(),
-                                     sbprt::shapeToString(global.shape()).c_str());
+                                     sbprt::shapeToString(shape).c_str());
                        },
                        error)) {
     std::fprintf(stderr, "assemble: error: %s\n", error.c_str());

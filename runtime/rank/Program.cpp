@@ -81,10 +81,10 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
   return manifest;
 }
 
-bool assembleOutputs(const ProgramManifest &manifest, const std::string &programDir,
-                     const std::string &outputDir,
-                     const std::function<void(const std::string &, const Tensor &)> &wrote,
-                     std::string &error) {
+bool assembleOutputs(
+    const ProgramManifest &manifest, const std::string &programDir, const std::string &outputDir,
+    const std::function<void(const std::string &, const std::vector<int64_t> &)> &wrote,
+    std::string &error) {
   const Mesh &mesh = manifest.mesh;
   int64_t ranks = mesh.numDevices();
   std::string shards = outputDir + "/.shards";
@@ -119,25 +119,6 @@ bool assembleOutputs(const ProgramManifest &manifest, const std::string &program
         return false;
       }
     }
-  for (const ProgramManifest::Output &output : manifest.outputs) {
-    sim::Shards parts(ranks);
-    for (int64_t r = 0; r < ranks; ++r)
-      if (int64_t writer = writerOf(output, r); writer >= 0) {
-        std::string path = shardPath(output, writer);
-        if (std::filesystem::exists(path, ec) && !io::readNpy(path, parts[r], error))
-          return false;
-      }
-    Tensor global = sim::assemble(parts, mesh, output.layout);
-    if (!global.reshape(output.storedShape)) {
-      error = "internal: output '" + output.name + "' assembled as " +
-              shapeToString(global.shape()) + ", not as program.json says";
-      return false;
-    }
-    std::string path = outputDir + "/" + output.name + ".npy";
-    if (!io::writeNpy(path, global, error))
-      return false;
-    wrote(path, global);
-  }
   nlohmann::json measured = nlohmann::json::array();
   for (int64_t r = 0; r < ranks; ++r) {
     std::ifstream stats(shards + "/rank" + std::to_string(r) + ".json");
@@ -148,13 +129,48 @@ bool assembleOutputs(const ProgramManifest &manifest, const std::string &program
     }
     measured.push_back(entry);
   }
+  // Each output is written beside its place and moved there once all are
+  // (a shard that cannot be read leaves none of them).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> written;
+  auto abandon = [&] {
+    for (const auto &[path, shape] : written)
+      std::filesystem::remove(path + ".partial", ec);
+    return false;
+  };
+  for (const ProgramManifest::Output &output : manifest.outputs) {
+    sim::Shards parts(ranks);
+    for (int64_t r = 0; r < ranks; ++r)
+      if (int64_t writer = writerOf(output, r); writer >= 0) {
+        std::string path = shardPath(output, writer);
+        if (std::filesystem::exists(path, ec) && !io::readNpy(path, parts[r], error))
+          return abandon();
+      }
+    Tensor global = sim::assemble(parts, mesh, output.layout);
+    if (!global.reshape(output.storedShape)) {
+      error = "internal: output '" + output.name + "' assembled as " +
+              shapeToString(global.shape()) + ", not as program.json says";
+      return abandon();
+    }
+    std::string path = outputDir + "/" + output.name + ".npy";
+    written.push_back({path, global.shape()});
+    if (!io::writeNpy(path + ".partial", global, error))
+      return abandon();
+  }
   std::string runPath = outputDir + "/run.json";
   std::ofstream run(runPath);
   run << nlohmann::json{{"program", programDir}, {"ranks", measured}}.dump(2) << "\n";
   run.close();
   if (!run) {
     error = runPath + ": cannot write";
-    return false;
+    return abandon();
+  }
+  for (const auto &[path, shape] : written) {
+    std::filesystem::rename(path + ".partial", path, ec);
+    if (ec) {
+      error = path + ": cannot write: " + ec.message();
+      return abandon();
+    }
+    wrote(path, shape);
   }
   std::filesystem::remove_all(shards, ec);
   return true;

@@ -45,13 +45,13 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
 /// Puts each output together from the shards the ranks wrote under
 /// `outputDir`/.shards (NAME.rankR.npy, a pipeline's from its stage's
 /// ranks) as laid out, writes it as `outputDir`/NAME.npy in its stored
-/// shape and calls `wrote` with the path and the tensor; then writes what
-/// each rank measured (.shards/rankR.json) as `outputDir`/run.json, naming
-/// `programDir` (as given), and removes .shards. False with a one-line
-/// `error`, and nothing written, where a rank wrote no shard it should.
-bool assembleOutputs(const ProgramManifest &manifest, const std::string &programDir,
-                     const std::string &outputDir,
-                     const std::function<void(const std::string &, const Tensor &)> &wrote,
-                     std::string &error);
+/// shape and calls `wrote` with the path and that shape; writes what each
+/// rank measured (.shards/rankR.json) as `outputDir`/run.json, naming
+/// `programDir` (as given); and removes .shards. False with a one-line
+/// `error`, and no output written, where a rank wrote too little.
+bool assembleOutputs(
+    const ProgramManifest &manifest, const std::string &programDir, const std::string &outputDir,
+    const std::function<void(const std::string &, const std::vector<int64_t> &)> &wrote,
+    std::string &error);
 
 } // namespace sbprt::rank
