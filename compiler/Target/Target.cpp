@@ -184,7 +184,7 @@ LogicalResult copyRuntimeSources(const std::string &dir, sbpc::TargetKind kind) 
           continue;
         }
         ec = llvm::sys::fs::create_directories(target);
-      } else if (llvm::sys::path::extension(path).equals_insensitive(".txt") ||
+      } else if (llvm::sys::path::filename(path) == "CMakeLists.txt" ||
                  llvm::sys::path::filename(path).starts_with(".")) {
         continue;
       } else if (bool same = false; llvm::sys::fs::equivalent(path, target, same) || !same) {
@@ -519,13 +519,16 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
       llvm::any_of(binaryOfRank, [](const std::string &b) { return b.empty(); }))
     return reportError("internal: the programs do not cover every rank of the mesh");
 
+  auto executable = [](const std::string &path) {
+    llvm::sys::fs::setPermissions(path, llvm::sys::fs::perms::all_read |
+                                            llvm::sys::fs::perms::owner_write |
+                                            llvm::sys::fs::perms::all_exe);
+  };
   std::string assemble = joinPath(outputDir, "bin/assemble");
   llvm::sys::fs::remove(assemble);
   if (std::error_code ec = llvm::sys::fs::copy_file(kAssembleTool, assemble))
     return reportError(assemble + ": cannot write: " + ec.message());
-  llvm::sys::fs::setPermissions(assemble, llvm::sys::fs::perms::all_read |
-                                              llvm::sys::fs::perms::owner_write |
-                                              llvm::sys::fs::perms::all_exe);
+  executable(assemble);
   for (auto [file, text] :
        {std::pair(std::string("launch.sh"), launchScript(binaryOfRank, options.kind)),
         std::pair(std::string("build.sh"),
@@ -533,9 +536,7 @@ LogicalResult sbpc::buildTarget(ModuleOp module, const std::string &cluster,
     std::string script = joinPath(outputDir, file);
     if (!writeText(script, text, error))
       return reportError(error);
-    llvm::sys::fs::setPermissions(script, llvm::sys::fs::perms::all_read |
-                                              llvm::sys::fs::perms::owner_write |
-                                              llvm::sys::fs::perms::all_exe);
+    executable(script);
   }
   nlohmann::json manifest = {{"version", 1},
                              {"target", targetName(options.kind)},

@@ -36,8 +36,9 @@ mlir::LogicalResult buildTarget(mlir::ModuleOp module, const std::string &cluste
                                 nlohmann::json &report);
 
 /// Why `outputDir` cannot take a bundle's copy of the runtime's sources
-/// (build.sh's): its runtime/ or include/nlohmann is where sbpc copies them
-/// from (an output directory that is sbpc's own tree). "" where it can.
+/// (build.sh's): it lies inside the trees sbpc copies them from, or its
+/// runtime/ or include/nlohmann is one of them (an output directory that is
+/// sbpc's own tree). "" where it can.
 std::string runtimeSourcesClash(const std::string &outputDir);
 
 } // namespace sbpc
