@@ -99,6 +99,11 @@ LogicalResult buildProgram(const std::string &dir, const std::string &name,
     std::vector<std::string> args = {*found, "-std=c++17", cuda ? "-O2" : "-O1", "-w"};
     if (cuda)
       args.push_back("-arch=" + options.cudaArch);
+    llvm::SmallVector<llvm::StringRef> runtimeFlags;
+    if (!cuda) // computing as the runtime's kernels do (runtime/CMakeLists.txt)
+      llvm::StringRef(kRuntimeFlags).split(runtimeFlags, ' ', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef flag : runtimeFlags)
+      args.push_back(flag.str());
     for (const std::string &arg : {std::string("-I"), std::string(kRuntimeInclude), src,
                                    std::string("-o"), bin})
       args.push_back(arg);
@@ -249,8 +254,9 @@ std::string buildScript(const std::vector<std::string> &programs,
   text += "MPI_INCLUDE=${MPI_INCLUDE:-\"" + shellWords(kMpiIncludes, "-I") + "\"}\n" +
           "MPI_LIBS=${MPI_LIBS:-\"" + shellWords(kMpiLibraries) + "\"}\n";
   // The runtime, as CMake builds it in Release; nvcc passes host flags on.
-  std::string compile = cuda ? "$NVCC -std=c++17 -O3 -DNDEBUG -w -arch=$CUDA_ARCH"
-                             : "$CXX -std=c++17 -O3 -DNDEBUG -w $CXXFLAGS";
+  std::string compile =
+      cuda ? "$NVCC -std=c++17 -O3 -DNDEBUG -w -arch=$CUDA_ARCH"
+           : "$CXX -std=c++17 -O3 -DNDEBUG -w " + std::string(kRuntimeFlags) + " $CXXFLAGS";
   text += "rm -rf obj && mkdir -p obj bin\n"
           "for source in";
   for (const char *source : kRuntimeSources)
@@ -271,8 +277,9 @@ std::string buildScript(const std::vector<std::string> &programs,
     text += cuda ? "$NVCC -std=c++17 -O2 -w -arch=$CUDA_ARCH -I . " +
                        sourceName(program, options.kind) + " -o bin/" + program +
                        " obj/libsbprt.a $CUDA_LIBS $MPI_LIBS -lpthread\n"
-                 : "$CXX -std=c++17 -O1 -w $CXXFLAGS -I . " + sourceName(program, options.kind) +
-                       " -o bin/" + program + " obj/libsbprt.a $BLAS_LIBS $MPI_LIBS -lpthread\n";
+                 : "$CXX -std=c++17 -O1 -w " + std::string(kRuntimeFlags) + " $CXXFLAGS -I . " +
+                       sourceName(program, options.kind) + " -o bin/" + program +
+                       " obj/libsbprt.a $BLAS_LIBS $MPI_LIBS -lpthread\n";
   }
   // What launch.sh puts the outputs together with.
   text += "echo \"build.sh: bin/assemble\"\n";

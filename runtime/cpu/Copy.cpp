@@ -16,10 +16,24 @@ void slice(const void *in, size_t elementBytes, const Shape &shape,
     outShape.push_back(limits[d] - starts[d]);
     start += starts[d] * strides[d];
   }
+  // The trailing dimensions taken whole, and the one before them, are one
+  // contiguous run of the input per index of the dimensions before: copied
+  // as one.
+  size_t d = shape.size();
+  int64_t run = 1;
+  while (d > 0 && outShape[d - 1] == shape[d - 1])
+    run *= shape[--d];
+  if (d > 0)
+    run *= outShape[--d];
+  outShape.resize(d);
+  strides.resize(d);
+  size_t runBytes = static_cast<size_t>(run) * elementBytes;
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);
+  if (runBytes == 0)
+    return;
   walk<1>(outShape, {strides}, {start}, [&](int64_t i, const std::array<int64_t, 1> &at) {
-    std::memcpy(dst + i * elementBytes, src + at[0] * elementBytes, elementBytes);
+    std::memcpy(dst + i * runBytes, src + at[0] * elementBytes, runBytes);
   });
 }
 

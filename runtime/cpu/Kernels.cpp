@@ -1,8 +1,12 @@
 // Reference CPU kernels. Clear loops in a fixed order (bit-identical run to
-// run); sums accumulate in double; GEMM goes to BLAS. Each is instantiated
-// for float and bf16 storage (the end of this file): a bf16 element is read
-// as f32 and rounded once where the result is written, so the arithmetic in
-// between is the f32 kernel's.
+// run); sums accumulate in double; GEMM goes to BLAS. The loops over whole
+// rows and arrays are written for the compiler to vectorize: e^x (GELU,
+// softmax, cross-entropy) is straight-line f32 arithmetic
+// (elementwise::expF32), a row's maximum and sum run as four lanes in a fixed
+// order, and a kind of op is chosen once per loop, not per element. Each
+// is instantiated for float and bf16 storage (the end of this file): a
+// bf16 element is read as f32 and rounded once where the result is
+// written, so the arithmetic in between is the f32 kernel's.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/Elementwise.h"
 #include "runtime/Tensor.h"
@@ -19,10 +23,31 @@
 
 namespace sbprt::cpu {
 
+/// f(kind) with `kind` as a compile-time constant: a loop per kind, which
+/// the compiler vectorizes, not a switch per element.
+template <typename F> static void withUnaryKind(UnaryKind kind, F f) {
+  switch (kind) {
+#define SBPRT_UNARY_CASE(K)                                                                        \
+  case UnaryKind::K:                                                                               \
+    return f(std::integral_constant<UnaryKind, UnaryKind::K>());
+    SBPRT_UNARY_CASE(Neg)
+    SBPRT_UNARY_CASE(Exp)
+    SBPRT_UNARY_CASE(Log)
+    SBPRT_UNARY_CASE(Tanh)
+    SBPRT_UNARY_CASE(Sqrt)
+    SBPRT_UNARY_CASE(Rsqrt)
+    SBPRT_UNARY_CASE(Relu)
+    SBPRT_UNARY_CASE(Gelu)
+#undef SBPRT_UNARY_CASE
+  }
+}
+
 template <typename T>
 void unary(UnaryKind kind, const T *in, T *out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = elementwise::unary(kind, in[i]);
+  withUnaryKind(kind, [&](auto k) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = elementwise::unary(k, in[i]);
+  });
 }
 
 /// Strides of `shape` seen through the broadcast to `outShape`: 0 where a
@@ -38,6 +63,25 @@ static Shape broadcastStrides(const Shape &shape, const Shape &outShape) {
 template <typename T>
 void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
             const Shape &rhsShape, T *out, const Shape &outShape) {
+  // Operands of the result's shape (a gradient's sum, a residual add): one
+  // plain loop.
+  if (lhsShape == outShape && rhsShape == outShape) {
+    int64_t n = numElements(outShape);
+    auto each = [&](auto op) {
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = op(static_cast<float>(lhs[i]), static_cast<float>(rhs[i]));
+    };
+    switch (kind) {
+    case BinaryKind::Add:
+      return each([](float a, float b) { return a + b; });
+    case BinaryKind::Sub:
+      return each([](float a, float b) { return a - b; });
+    case BinaryKind::Mul:
+      return each([](float a, float b) { return a * b; });
+    case BinaryKind::Div:
+      return each([](float a, float b) { return a / b; });
+    }
+  }
   std::array<Shape, 2> strides = {broadcastStrides(lhsShape, outShape),
                                    broadcastStrides(rhsShape, outShape)};
   walk<2>(outShape, strides, {0, 0}, [&](int64_t i, const std::array<int64_t, 2> &at) {
@@ -118,15 +162,25 @@ void linear(const T *x, const T *w, const T *bias, const T *residual, T *y, int6
     out = product.data();
   }
   productF32(x, w, out, rows, n, k, false, transposeW);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j) {
-      float v = elementwise::binary(BinaryKind::Add, out[r * n + j], bias[j]);
-      if (residual) // as graph.add of the two: the same bits either way round
-        v = elementwise::binary(BinaryKind::Add, v, residual[r * n + j]);
-      if (gelu && preactivation)
-        preactivation[r * n + j] = v;
-      y[r * n + j] = gelu ? elementwise::unary(UnaryKind::Gelu, v) : v;
-    }
+  // The epilogue a row at a time, each step a loop of its own that the
+  // compiler vectorizes: the bias, the residual (as graph.add of the two:
+  // the same bits either way round), the GELU.
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = out + r * n;
+    for (int64_t j = 0; j < n; ++j)
+      row[j] += static_cast<float>(bias[j]);
+    if (residual)
+      for (int64_t j = 0; j < n; ++j)
+        row[j] += static_cast<float>(residual[r * n + j]);
+    T *yRow = y + r * n;
+    if (gelu && preactivation)
+      std::copy_n(row, n, preactivation + r * n);
+    if (gelu)
+      for (int64_t j = 0; j < n; ++j)
+        yRow[j] = elementwise::unary(UnaryKind::Gelu, row[j]);
+    else if constexpr (!std::is_same_v<T, float>)
+      std::copy_n(row, n, yRow);
+  }
 }
 
 template <typename T>
@@ -197,27 +251,82 @@ static void forEachLine(const Shape &shape, int64_t axis, Visit visit) {
       visit(o * width * inner + i, inner);
 }
 
-/// Softmax (log-softmax) of the `width` elements of `x`, `stride` apart, into `y`.
-template <typename In, typename Out>
-static void softmaxLine(const In *x, Out *y, int64_t width, int64_t stride, bool logSoftmax) {
-  float maxValue = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < width; ++j)
-    maxValue = std::max(maxValue, static_cast<float>(x[j * stride]));
-  double sum = 0.0;
-  for (int64_t j = 0; j < width; ++j)
-    sum += std::exp(static_cast<double>(x[j * stride]) - maxValue);
-  double logSum = std::log(sum);
+/// `x` as f32: itself, or its values converted into `copy`.
+template <typename T> static const float *asF32(const T *x, int64_t n, std::vector<float> &copy) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    copy.assign(x, x + n);
+    return copy.data();
+  }
+}
+
+/// A row's largest value, and the sum of e^(x - largest) over the row.
+struct RowExps {
+  float largest;
+  double sum;
+};
+
+/// Each e^(x[j] - largest) of the `width` values of `x` into `exps`, and
+/// their sum: in double, as four running sums in a fixed order (the same
+/// bits every run), so that neither the maximum nor the sum waits for the
+/// previous element.
+static RowExps expsOf(const float *x, int64_t width, float *exps) {
+  constexpr int64_t kLanes = 4;
+  float most[kLanes];
+  std::fill_n(most, kLanes, -std::numeric_limits<float>::infinity());
+  int64_t whole = width - width % kLanes;
+  for (int64_t j = 0; j < whole; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      most[l] = std::max(most[l], x[j + l]);
+  for (int64_t j = whole; j < width; ++j)
+    most[0] = std::max(most[0], x[j]);
+  float largest = std::max(std::max(most[0], most[1]), std::max(most[2], most[3]));
   for (int64_t j = 0; j < width; ++j) {
-    double shifted = static_cast<double>(x[j * stride]) - maxValue;
-    y[j * stride] = static_cast<float>(logSoftmax ? shifted - logSum : std::exp(shifted) / sum);
+    // x - largest in f32 and what rounding it lost (Knuth's two-sum), which
+    // e^(d + lost) = e^d (1 + lost) takes back: far below the largest, d
+    // alone would cost its e^d up to 60 ulp. A masked -inf (d = -inf) is 0.
+    float d = x[j] - largest, xPart = d + largest, largestPart = d - xPart;
+    float lost = (x[j] - xPart) - (largest + largestPart);
+    float e = elementwise::expF32(d);
+    exps[j] = e == 0.0f ? 0.0f : e + e * lost;
+  }
+  double sums[kLanes] = {};
+  for (int64_t j = 0; j < whole; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      sums[l] += exps[j + l];
+  for (int64_t j = whole; j < width; ++j)
+    sums[0] += exps[j];
+  return {largest, (sums[0] + sums[1]) + (sums[2] + sums[3])};
+}
+
+/// Softmax (log-softmax) of the `width` elements of `x`, `stride` apart,
+/// into `y`; `buffer` is scratch, reused from line to line.
+template <typename In, typename Out>
+static void softmaxLine(const In *x, Out *y, int64_t width, int64_t stride, bool logSoftmax,
+                        std::vector<float> &buffer) {
+  buffer.resize(2 * width);
+  float *values = buffer.data(), *exps = values + width;
+  for (int64_t j = 0; j < width; ++j)
+    values[j] = static_cast<float>(x[j * stride]);
+  RowExps row = expsOf(values, width, exps);
+  if (logSoftmax) {
+    double logSum = std::log(row.sum);
+    for (int64_t j = 0; j < width; ++j)
+      y[j * stride] = static_cast<float>(static_cast<double>(values[j]) - row.largest - logSum);
+  } else {
+    double inverse = 1.0 / row.sum;
+    for (int64_t j = 0; j < width; ++j)
+      y[j * stride] = static_cast<float>(exps[j] * inverse);
   }
 }
 
 template <typename T>
 void softmax(const T *in, T *out, const Shape &shape, int64_t axis, bool logSoftmax) {
   int64_t width = shape[axis];
+  std::vector<float> buffer;
   forEachLine(shape, axis, [&](int64_t offset, int64_t stride) {
-    softmaxLine(in + offset, out + offset, width, stride, logSoftmax);
+    softmaxLine(in + offset, out + offset, width, stride, logSoftmax, buffer);
   });
 }
 
@@ -225,7 +334,7 @@ template <typename T>
 void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
                    const Shape &shape) {
   int64_t width = shape.back(), rows = width ? numElements(shape) / width : 0;
-  std::vector<float> row(width);
+  std::vector<float> row(width), buffer;
   for (int64_t r = 0; r < rows; ++r) {
     // Row r is query r % width of its block: keys after it are masked.
     // Masked keys are not read (exec.causal_matmul leaves them unwritten).
@@ -233,7 +342,7 @@ void scaledSoftmax(const T *in, const T *scale, bool causal, T *out,
       row[j] = causal && j > r % width ? -std::numeric_limits<float>::infinity()
                : scale                  ? in[r * width + j] * *scale
                                         : static_cast<float>(in[r * width + j]);
-    softmaxLine(row.data(), out + r * width, width, 1, /*logSoftmax=*/false);
+    softmaxLine(row.data(), out + r * width, width, 1, /*logSoftmax=*/false, buffer);
   }
 }
 
@@ -331,8 +440,19 @@ void transpose(const T *in, const Shape &shape, const std::vector<int64_t> &perm
     outShape.push_back(shape[p]);
     permutedStrides.push_back(inStrides[p]);
   }
-  walk<1>(outShape, {permutedStrides}, {0},
-          [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = in[at[0]]; });
+  // The trailing dimensions the permutation keeps in place (a head's
+  // features, moving with their token) are one contiguous run: copied as one.
+  size_t kept = perm.size();
+  int64_t run = 1;
+  while (kept > 0 && perm[kept - 1] == static_cast<int64_t>(kept - 1))
+    run *= shape[--kept];
+  outShape.resize(kept);
+  permutedStrides.resize(kept);
+  if (run == 0)
+    return;
+  walk<1>(outShape, {permutedStrides}, {0}, [&](int64_t i, const std::array<int64_t, 1> &at) {
+    std::copy_n(in + at[0], run, out + i * run);
+  });
 }
 
 /// Checks that index `value` at `position` of the block `place` places
@@ -370,12 +490,15 @@ template <typename T>
 bool crossEntropy(const T *logits, const int64_t *targets, int64_t rows, int64_t classes,
                   T *loss, const IndexPlace &place, std::string &error) {
   double total = 0.0;
-  std::vector<float> logProbs(classes);
+  std::vector<float> exps(classes), copy;
   for (int64_t r = 0; r < rows; ++r) {
     if (!checkIndex("target", targets[r], r, classes, "classes", place, error))
       return false;
-    softmaxLine(logits + r * classes, logProbs.data(), classes, 1, /*logSoftmax=*/true);
-    total -= logProbs[targets[r]];
+    // The target's log-probability, as log-softmax computes it.
+    const float *row = asF32(logits + r * classes, classes, copy);
+    RowExps sums = expsOf(row, classes, exps.data());
+    total -= static_cast<float>(static_cast<double>(row[targets[r]]) - sums.largest -
+                                std::log(sums.sum));
   }
   *loss = static_cast<float>(total);
   return true;
@@ -492,14 +615,20 @@ bool embeddingGrad(const int64_t *ids, int64_t count, const T *dy, int64_t width
 template <typename T>
 bool crossEntropyGrad(const T *logits, const int64_t *targets, float lossGrad, int64_t rows,
                       int64_t classes, T *dlogits, const IndexPlace &place, std::string &error) {
-  std::vector<float> probs(classes);
+  std::vector<float> exps(classes), copy;
   for (int64_t r = 0; r < rows; ++r) {
     if (!checkIndex("target", targets[r], r, classes, "classes", place, error))
       return false;
-    softmaxLine(logits + r * classes, probs.data(), classes, 1, /*logSoftmax=*/false);
-    probs[targets[r]] -= 1.0f;
+    // (softmax - onehot(target)) * lossGrad, the softmax as softmax computes it.
+    RowExps sums = expsOf(asF32(logits + r * classes, classes, copy), classes, exps.data());
+    double inverse = 1.0 / sums.sum;
+    auto gradient = [&](float prob) {
+      return static_cast<float>(static_cast<double>(prob) * lossGrad);
+    };
+    T *row = dlogits + r * classes;
     for (int64_t c = 0; c < classes; ++c)
-      dlogits[r * classes + c] = static_cast<float>(static_cast<double>(probs[c]) * lossGrad);
+      row[c] = gradient(static_cast<float>(exps[c] * inverse));
+    row[targets[r]] = gradient(static_cast<float>(exps[targets[r]] * inverse) - 1.0f);
   }
   return true;
 }
@@ -515,8 +644,21 @@ void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
   for (size_t d = 0; d < shape.size(); ++d)
     start += low[d] * outStrides[d];
   std::fill(out, out + numElements(outShape), 0.0f);
-  walk<1>(shape, {outStrides}, {start},
-          [&](int64_t i, const std::array<int64_t, 1> &at) { out[at[0]] = in[i]; });
+  // The trailing dimensions not padded, and the one before them, are one
+  // contiguous run of the output per index of the dimensions before.
+  size_t d = shape.size();
+  int64_t run = 1;
+  while (d > 0 && low[d - 1] == 0 && high[d - 1] == 0)
+    run *= shape[--d];
+  if (d > 0)
+    run *= shape[--d];
+  if (run == 0)
+    return;
+  Shape outer(shape.begin(), shape.begin() + d);
+  outStrides.resize(d);
+  walk<1>(outer, {outStrides}, {start}, [&](int64_t i, const std::array<int64_t, 1> &at) {
+    std::copy_n(in + i * run, run, out + at[0]);
+  });
 }
 
 template <typename T>
@@ -535,10 +677,10 @@ void sgdUpdate(const float *param, const float *grad, const float *velocity, int
 void adamwUpdate(const float *param, const float *grad, const float *m, const float *v, int64_t n,
                  double step, double lr, double beta1, double beta2, double eps,
                  double weightDecay, float *newParam, float *newM, float *newV) {
-  double correction1 = 1.0 - std::pow(beta1, step), correction2 = 1.0 - std::pow(beta2, step);
+  const elementwise::AdamwConstants constants =
+      elementwise::adamwConstants(step, lr, beta1, beta2, eps, weightDecay);
   for (int64_t i = 0; i < n; ++i)
-    elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
-                       correction1, correction2, newParam[i], newM[i], newV[i]);
+    elementwise::adamw(param[i], grad[i], m[i], v[i], constants, newParam[i], newM[i], newV[i]);
 }
 
 // Both storage types of every kernel (sgdUpdate and adamwUpdate are f32 only:

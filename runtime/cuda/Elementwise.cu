@@ -133,15 +133,12 @@ __global__ void adamwKernel(const float *param, const float *grad, const float *
                             int64_t groups, const float *step, double lr, double beta1,
                             double beta2, double eps, double weightDecay, float *newParam,
                             float *newM, float *newV) {
-  // The bias corrections, two double pows, once per block: per thread they
-  // cost more than the update (a thread per element, 248 million pows in a
-  // GPT-2 small step).
-  __shared__ double corrections[2];
-  if (threadIdx.x == 0) {
-    double t = *step;
-    corrections[0] = 1.0 - pow(beta1, t);
-    corrections[1] = 1.0 - pow(beta2, t);
-  }
+  // The step's constants (two double pows among them) once per block: per
+  // thread they cost more than the update (a thread per element, 248
+  // million pows in a GPT-2 small step).
+  __shared__ elementwise::AdamwConstants constants;
+  if (threadIdx.x == 0)
+    constants = elementwise::adamwConstants(*step, lr, beta1, beta2, eps, weightDecay);
   __syncthreads();
   static_assert(N == 1 || N == 4);
   SBPRT_FOR_EACH(i, groups) {
@@ -150,14 +147,13 @@ __global__ void adamwKernel(const float *param, const float *grad, const float *
       auto in = [i](const float *p) { return reinterpret_cast<const G *>(p)[i]; };
       G p = in(param), g = in(grad), m1 = in(m), v1 = in(v), p2, m2, v2;
       for (int c = 0; c < 4; ++c)
-        elementwise::adamw(p.v[c], g.v[c], m1.v[c], v1.v[c], lr, beta1, beta2, eps, weightDecay,
-                           corrections[0], corrections[1], p2.v[c], m2.v[c], v2.v[c]);
+        elementwise::adamw(p.v[c], g.v[c], m1.v[c], v1.v[c], constants, p2.v[c], m2.v[c],
+                           v2.v[c]);
       reinterpret_cast<G *>(newParam)[i] = p2;
       reinterpret_cast<G *>(newM)[i] = m2;
       reinterpret_cast<G *>(newV)[i] = v2;
     } else {
-      elementwise::adamw(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weightDecay,
-                         corrections[0], corrections[1], newParam[i], newM[i], newV[i]);
+      elementwise::adamw(param[i], grad[i], m[i], v[i], constants, newParam[i], newM[i], newV[i]);
     }
   }
 }

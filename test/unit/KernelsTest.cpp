@@ -1,5 +1,6 @@
 // Tests for the reference CPU kernels against naive double-precision versions.
 #include "runtime/cpu/Kernels.h"
+#include "runtime/Elementwise.h"
 
 #include <gtest/gtest.h>
 
@@ -127,6 +128,71 @@ TEST(KernelsTest, GeluAndGradientInF32) {
     double wantDx = std::fabs(x[i]) > 1e13f ? (x[i] > 0 ? dy[i] : 0.0) : dy[i] * grad(x[i]);
     EXPECT_NEAR(y[i], wantY, 1e-6 * std::max(1.0, std::fabs(wantY)));
     EXPECT_NEAR(dx[i], wantDx, 1e-6 * std::max(1.0, std::fabs(double(dy[i]))));
+  }
+}
+
+/// e^x in f32 (graph.exp, and inside GELU, softmax and cross-entropy on the
+/// CPU) within 2 ulp of the exact value over its whole range, subnormal
+/// results included; 0 and infinity past its ends, NaN kept; the
+/// vectorized loop and a lone call give the same bits.
+TEST(KernelsTest, ExpIsWithinTwoUlps) {
+  Values x;
+  for (double v = -105.0; v <= 89.0; v += 0.0037)
+    x.push_back(static_cast<float>(v));
+  for (float special : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, -87.33f, -103.9f})
+    x.push_back(special);
+  int64_t n = static_cast<int64_t>(x.size());
+  Values y(n);
+  unary(UnaryKind::Exp, x.data(), y.data(), n);
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (int64_t i = 0; i < n; ++i) {
+    SCOPED_TRACE(testing::Message() << "e^" << x[i]);
+    double want = std::exp(static_cast<double>(x[i]));
+    ASSERT_EQ(sbprt::elementwise::expF32(x[i]), y[i]);
+    if (want > std::numeric_limits<float>::max() * (1.0 + 1e-7)) {
+      EXPECT_EQ(y[i], std::numeric_limits<float>::infinity());
+      continue;
+    }
+    float rounded = static_cast<float>(want);
+    double ulp = std::max<double>(std::nextafter(rounded, INFINITY) - rounded, tiny);
+    EXPECT_LE(std::fabs(y[i] - want), 2.0 * ulp) << "got " << y[i] << ", want " << want;
+  }
+  Values special = {-INFINITY, INFINITY, NAN, -1000.0f, 1000.0f}, out(special.size());
+  unary(UnaryKind::Exp, special.data(), out.data(), static_cast<int64_t>(special.size()));
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], INFINITY);
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_EQ(out[3], 0.0f);
+  EXPECT_EQ(out[4], INFINITY);
+}
+
+/// AdamW as PyTorch defines it (decoupled weight decay, bias-corrected
+/// moments), computed in double here, over several steps.
+TEST(KernelsTest, AdamwIsPyTorchsUpdate) {
+  const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, decay = 0.01;
+  const int64_t n = 203;
+  Values param = randomData(n, 30), m(n, 0.0f), v(n, 0.0f);
+  std::vector<double> p(param.begin(), param.end()), m2(n, 0.0), v2(n, 0.0);
+  for (int step = 1; step <= 5; ++step) {
+    Values grad = randomData(n, 40 + step), newParam(n), newM(n), newV(n);
+    adamwUpdate(param.data(), grad.data(), m.data(), v.data(), n, step, lr, beta1, beta2, eps,
+                decay, newParam.data(), newM.data(), newV.data());
+    for (int64_t i = 0; i < n; ++i) {
+      m2[i] = beta1 * m2[i] + (1 - beta1) * grad[i];
+      v2[i] = beta2 * v2[i] + (1 - beta2) * double(grad[i]) * grad[i];
+      double mHat = m2[i] / (1 - std::pow(beta1, step)), vHat = v2[i] / (1 - std::pow(beta2, step));
+      p[i] = p[i] * (1 - lr * decay) - lr * mHat / (std::sqrt(vHat) + eps);
+    }
+    SCOPED_TRACE(step);
+    // The moments against the gradients' scale (|g| <= 2): m is often a
+    // small difference of terms that size.
+    expectClose(newM, m2, 1e-6, 2.0);
+    expectClose(newV, v2, 1e-6, 4.0);
+    // Each step moves a parameter by about lr: the update's own error
+    // against lr, the parameter's rounding against its size.
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(newParam[i], p[i], 1e-3 * lr + 1e-6 * std::fabs(p[i])) << "at " << i;
+    param = newParam, m = newM, v = newV;
   }
 }
 
@@ -473,6 +539,24 @@ TEST(KernelsTest, Softmax) {
     }
 }
 
+/// Probabilities far below the row's maximum keep f32 accuracy: x - max
+/// rounds in f32, and the exponential takes back what the rounding lost
+/// (without it, 60 ulp at 80 below the maximum).
+TEST(KernelsTest, SoftmaxIsAccurateFarBelowTheMaximum) {
+  const int64_t width = 50;
+  Values row = randomData(width, 14, -80.0f, 0.0f);
+  row[7] = 3.3719f; // the maximum, not a round number
+  Values out(width);
+  softmax(row.data(), out.data(), {1, width}, 1, /*logSoftmax=*/false);
+  double sum = 0.0;
+  for (float x : row)
+    sum += std::exp(double(x) - 3.3719);
+  for (int64_t j = 0; j < width; ++j) {
+    double want = std::exp(double(row[j]) - 3.3719) / sum;
+    EXPECT_NEAR(out[j], want, 4e-7 * want) << "at " << j << " (x = " << row[j] << ")";
+  }
+}
+
 TEST(KernelsTest, LayerNorm) {
   const int64_t rows = 3, width = 8;
   const float eps = 1e-5f;
@@ -491,34 +575,82 @@ TEST(KernelsTest, LayerNorm) {
   expectClose(out, want, kRtol);
 }
 
+/// Permutations that move every dimension, and ones that keep trailing
+/// dimensions in place (copied as runs).
 TEST(KernelsTest, Transpose) {
   Shape shape = {2, 3, 4, 5};
-  std::vector<int64_t> perm = {2, 0, 3, 1};
-  Shape outShape = {4, 2, 5, 3};
-  Values in = randomData(count(shape), 11), out(in.size());
-  transpose(in.data(), shape, perm, out.data());
-  Expected want = tabulate(outShape, [&](const Shape &index) {
-    Shape inIndex(shape.size());
-    for (size_t d = 0; d < perm.size(); ++d)
-      inIndex[perm[d]] = index[d];
-    return in[offsetOf(inIndex, shape)];
-  });
-  expectClose(out, want, 0.0);
+  Values in = randomData(count(shape), 11);
+  for (std::vector<int64_t> perm : std::vector<std::vector<int64_t>>{
+           {2, 0, 3, 1}, {0, 2, 1, 3}, {1, 0, 2, 3}, {0, 1, 3, 2}, {0, 1, 2, 3}, {3, 2, 1, 0}}) {
+    SCOPED_TRACE(testing::Message() << perm[0] << perm[1] << perm[2] << perm[3]);
+    Shape outShape;
+    for (int64_t p : perm)
+      outShape.push_back(shape[p]);
+    Values out(in.size());
+    transpose(in.data(), shape, perm, out.data());
+    Expected want = tabulate(outShape, [&](const Shape &index) {
+      Shape inIndex(shape.size());
+      for (size_t d = 0; d < perm.size(); ++d)
+        inIndex[perm[d]] = index[d];
+      return in[offsetOf(inIndex, shape)];
+    });
+    expectClose(out, want, 0.0);
+  }
 }
 
+/// Slices of every kind: a dimension cut or taken whole, at each place
+/// (the trailing whole ones copied as one run with the one before), and
+/// empty ones.
 TEST(KernelsTest, Slice) {
   Shape shape = {4, 5, 6};
-  std::vector<int64_t> starts = {1, 2, 3}, limits = {3, 5, 5};
-  Shape outShape = {2, 3, 2};
-  Values in = randomData(count(shape), 12), out(count(outShape));
-  slice(in.data(), sizeof(float), shape, starts, limits, out.data());
-  Expected want = tabulate(outShape, [&](const Shape &index) {
-    Shape inIndex = index;
+  Values in = randomData(count(shape), 12);
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{1, 2, 3}, {3, 5, 5}}, {{1, 0, 0}, {3, 5, 6}}, {{0, 2, 0}, {4, 4, 6}},
+      {{0, 0, 0}, {4, 5, 6}}, {{2, 1, 5}, {3, 2, 6}}, {{0, 3, 0}, {4, 3, 6}},
+      {{1, 0, 2}, {1, 5, 6}}};
+  for (auto &[starts, limits] : cases) {
+    SCOPED_TRACE(testing::Message() << starts[0] << "," << starts[1] << "," << starts[2]);
+    Shape outShape;
     for (size_t d = 0; d < shape.size(); ++d)
-      inIndex[d] += starts[d];
-    return in[offsetOf(inIndex, shape)];
-  });
-  expectClose(out, want, 0.0);
+      outShape.push_back(limits[d] - starts[d]);
+    Values out(count(outShape));
+    slice(in.data(), sizeof(float), shape, starts, limits, out.data());
+    Expected want = tabulate(outShape, [&](const Shape &index) {
+      Shape inIndex = index;
+      for (size_t d = 0; d < shape.size(); ++d)
+        inIndex[d] += starts[d];
+      return in[offsetOf(inIndex, shape)];
+    });
+    expectClose(out, want, 0.0);
+  }
+}
+
+/// Zeros around the input, in any dimensions: the gradient of a slice.
+TEST(KernelsTest, Pad) {
+  Shape shape = {3, 4, 5};
+  Values in = randomData(count(shape), 13);
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{0, 0, 0}, {0, 0, 0}}, {{1, 0, 0}, {2, 0, 0}}, {{0, 2, 0}, {0, 1, 0}},
+      {{0, 0, 3}, {0, 0, 1}}, {{1, 2, 3}, {3, 2, 1}}, {{0, 1, 0}, {0, 0, 0}}};
+  for (auto &[low, high] : cases) {
+    SCOPED_TRACE(testing::Message()
+                 << low[0] << low[1] << low[2] << "/" << high[0] << high[1] << high[2]);
+    Shape outShape;
+    for (size_t d = 0; d < shape.size(); ++d)
+      outShape.push_back(low[d] + shape[d] + high[d]);
+    Values out(count(outShape), 7.0f); // overwritten everywhere
+    pad(in.data(), shape, low, high, out.data());
+    Expected want = tabulate(outShape, [&](const Shape &index) {
+      Shape inIndex = index;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        inIndex[d] -= low[d];
+        if (inIndex[d] < 0 || inIndex[d] >= shape[d])
+          return 0.0;
+      }
+      return double(in[offsetOf(inIndex, shape)]);
+    });
+    expectClose(out, want, 0.0);
+  }
 }
 
 void checkConcat(const std::vector<Shape> &shapes, int64_t axis) {
