@@ -10,7 +10,7 @@ LIT := /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py
 CMAKE_FLAGS := -G Ninja -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DCMAKE_BUILD_TYPE=Release \
                -DSBPC_WERROR=ON
 
-.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-pipeline bench-gpu gpu-bundle clean
+.PHONY: all deps build test test-gpu test-training-matrix check-sanitizers demo docs bench-search bench-pipeline bench-cpu bench-gpu gpu-bundle clean
 
 all: build
 
@@ -80,6 +80,11 @@ bench-search: build
 # three minutes.
 bench-pipeline: build
 	@/usr/bin/python3 bench/pipeline/run.py --sbpc $(BUILD)/bin/sbpc --out bench/pipeline
+
+# The CPU benchmark (bench/README.md): GPT-2 small's forward and training
+# step on one core, sbpc's CPU target against PyTorch eager on the CPU.
+bench-cpu: build
+	@/usr/bin/python3 bench/cpu/run.py --sbpc $(BUILD)/bin/sbpc --out bench/cpu
 
 # The GPU benchmark (bench/README.md): GPT-2 small and medium, forward and
 # training step, against PyTorch eager and torch.compile where PyTorch has

@@ -59,7 +59,7 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
               [--batch B] [--seq S] [--target cuda|cpu]
        run.py --programs DIR --out OUT [--repeat 10] [--timeout 300] [--workdir DIR]
               [--models ...] [--gemm-models ...] [--precision ...] [--profile-ops]
-              [--sbpc-only]
+              [--sbpc-only] [--torch-device cuda|cpu] [--torch-threads 1]
 
 --profile-ops runs each sbpc program once more with `--profile ops` (every
 op timed, on the GPU's clock for CUDA programs) and adds three tables: the
@@ -69,6 +69,11 @@ each program's largest kinds of op, their milliseconds and share; and each
 model's largest single ops, by location and types (a forward op and its
 gradients share a location) (bench.json's `sbpc_ops`). The timed runs are
 not profiled.
+
+--torch-device cpu runs PyTorch and the bare GEMMs on the CPU (on
+--torch-threads threads, timed by the host's clock) beside programs
+prepared with --target cpu: the CPU benchmark, bench/cpu/run.py, which
+also bounds the BLAS's threads.
 
 --sbpc-only leaves PyTorch and cuBLAS out: a second run under another
 runtime setting (SBPRT_CAUSAL_BLOCK=0, say) to set beside the first.
@@ -136,6 +141,18 @@ def gpu_name():
         return run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines()[0].strip()
     except (OSError, RuntimeError, IndexError):
         return None
+
+
+def cpu_name():
+    """The CPU's model name and cores, as /proc/cpuinfo and the OS say."""
+    model = "CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model} ({os.cpu_count()} cores)"
 
 
 def peaks_of(name, given):
@@ -323,12 +340,16 @@ def sbpc_op_profile(args, program, params, inputs):
             "largest": largest}
 
 
-def torch_cuda():
-    """(torch, None), or (None, why PyTorch cannot run here)."""
+def torch_on(args):
+    """(torch, None), or (None, why PyTorch cannot run here): on the GPU, or
+    with --torch-device cpu on --torch-threads of the CPU's cores."""
     try:
         import torch
     except ImportError:
         return None, "torch not installed"
+    if args.torch_device == "cpu":
+        torch.set_num_threads(args.torch_threads)
+        return torch, None
     if not torch.cuda.is_available():
         return None, "torch has no CUDA"
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -336,10 +357,19 @@ def torch_cuda():
     return torch, None
 
 
-def cuda_timed(torch, repeat, fn, idle=0.0):
-    """Median seconds of fn() by CUDA events, after two warm-up calls; with
-    `idle`, each call after the host has waited that many seconds with the
-    GPU idle (as an sbpc program's computing starts after its loads)."""
+def timed(args, torch, fn, idle=0.0):
+    """Median seconds of fn() after two warm-up calls: by CUDA events, or
+    on the CPU by the host's clock; with `idle`, each call after the host
+    has waited that many seconds with the GPU idle (as an sbpc program's
+    computing starts after its loads)."""
+    repeat = args.repeat
+    if args.torch_device == "cpu":
+        times = []
+        for i in range(max(1, repeat - 1) + 2):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times[2:])
     for _ in range(2):
         fn()
     torch.cuda.synchronize()
@@ -358,10 +388,10 @@ def cuda_timed(torch, repeat, fn, idle=0.0):
 
 def torch_times(args, spec, train, precision, weights, tokens, targets):
     """{eager, compile}: median seconds, or a reason string."""
-    torch, why = torch_cuda()
+    torch, why = torch_on(args)
     if not torch:
         return {"eager": why, "compile": why}
-    dev = torch.device("cuda")
+    dev = torch.device(args.torch_device)
     params = {k: torch.tensor(v, device=dev, requires_grad=train) for k, v in weights.items()
               if not k.startswith("optimizer.")}
     tokens = torch.tensor(tokens, device=dev)
@@ -392,7 +422,7 @@ def torch_times(args, spec, train, precision, weights, tokens, targets):
     optimizer = torch.optim.AdamW(list(params.values()), lr=1e-4) if train else None
 
     def step(fn):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(args.torch_device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             if not train:
                 with torch.no_grad():
                     return fn(params, tokens, targets)
@@ -404,37 +434,39 @@ def torch_times(args, spec, train, precision, weights, tokens, targets):
 
     result = {}
     try:  # report, do not crash the benchmark (out of memory, say)
-        result["eager"] = cuda_timed(torch, args.repeat, lambda: step(loss_of))
+        result["eager"] = timed(args, torch, lambda: step(loss_of))
     except Exception as e:  # noqa: BLE001
         result["eager"] = "PyTorch eager failed: " + str(e).splitlines()[0][:80]
     try:
         compiled = torch.compile(loss_of)
-        result["compile"] = cuda_timed(torch, args.repeat, lambda: step(compiled))
+        result["compile"] = timed(args, torch, lambda: step(compiled))
     except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
         result["compile"] = "torch.compile failed: " + str(e).splitlines()[0][:80]
     # The next sbpc program runs in another process: give the memory back.
     params.clear()
     optimizer = None  # noqa: F841 - the closures' reference goes too
-    torch.cuda.empty_cache()
+    if args.torch_device == "cuda":
+        torch.cuda.empty_cache()
     return result
 
 
 def cublas_time(args, x, w, transposed, precision, idle=0.0):
     """Median seconds of cuBLAS's bare GEMM x @ w (w transposed for the head),
-    back to back or each after `idle` seconds (cuda_timed), or a reason."""
-    torch, why = torch_cuda()
+    back to back or each after `idle` seconds (timed), or a reason."""
+    torch, why = torch_on(args)
     if not torch:
         return why
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     try:
-        a = torch.tensor(x, device="cuda").to(dtype)
-        b = torch.tensor(w, device="cuda").to(dtype)
+        a = torch.tensor(x, device=args.torch_device).to(dtype)
+        b = torch.tensor(w, device=args.torch_device).to(dtype)
         b = b.t() if transposed else b
-        seconds = cuda_timed(torch, args.repeat, lambda: torch.matmul(a, b), idle)
+        seconds = timed(args, torch, lambda: torch.matmul(a, b), idle)
     except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
         return "cuBLAS failed: " + str(e).splitlines()[0][:80]
     del a, b
-    torch.cuda.empty_cache()
+    if args.torch_device == "cuda":
+        torch.cuda.empty_cache()
     return seconds
 
 
@@ -517,7 +549,8 @@ def measure(args, peaks, name):
         records.append(rec)
         # After each program: a run cut short keeps what it measured.
         os.makedirs(args.out, exist_ok=True)
-        json.dump({"gpu": name, "date": datetime.date.today().isoformat(), "peak_tflops": peaks,
+        json.dump({"gpu": name, "torch_device": args.torch_device,
+                   "date": datetime.date.today().isoformat(), "peak_tflops": peaks,
                    "records": records, "complete": False},
                   open(os.path.join(args.out, "bench.json"), "w"), indent=2)
     return records
@@ -680,6 +713,12 @@ def main():
     ap.add_argument("--sbpc-only", action="store_true",
                     help="time sbpc's programs alone, without PyTorch and cuBLAS: to compare "
                          "runtime settings (SBPRT_CAUSAL_BLOCK=0, say) in a second run")
+    ap.add_argument("--torch-device", choices=["cuda", "cpu"], default="cuda",
+                    help="where PyTorch and the bare GEMMs run: the GPU (default), or the CPU "
+                    "beside --target cpu programs (bench/cpu/run.py)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="PyTorch's threads with --torch-device cpu (default 1: a rank's BLAS "
+                    "runs one)")
     ap.add_argument("--no-gpu-ok", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     precisions = args.precision.split(",")
@@ -699,7 +738,7 @@ def main():
         return
     if not args.out:
         sys.exit("bench/gpu: --out is required")
-    name = gpu_name()
+    name = cpu_name() if args.torch_device == "cpu" else gpu_name()
     if not name and not args.no_gpu_ok:
         sys.exit("bench/gpu: no GPU here (nvidia-smi lists none)")
     peaks = peaks_of(name, args.peak_tflops)
@@ -714,14 +753,22 @@ def main():
     stamp = datetime.date.today().isoformat()
     batch, seq = (records[0]["batch"], records[0]["seq"]) if records else (args.batch, args.seq)
     peak_text = ", ".join(f"{p} {v if v else '?'} TFLOP/s" for p, v in peaks.items())
-    note = (f"{name or 'no GPU'}, {stamp}; batch {batch} x seq {seq}; f32 without TF32, bf16 with f32 "
-            f"accumulation; median of {args.repeat - 1} runs after a warm-up; MFU against "
-            f"the dense peaks ({peak_text}).\n\n")
+    if args.torch_device == "cpu":
+        blas = os.environ.get("OPENBLAS_NUM_THREADS", "1")  # launch.sh's default: 1
+        note = (f"{name}, {stamp}; batch {batch} x seq {seq}; sbpc on one rank, its BLAS on "
+                f"{blas} thread(s); PyTorch on {args.torch_threads} thread(s), its BLAS on "
+                f"{os.environ.get('OPENBLAS_NUM_THREADS', 'all the cores')}; median of "
+                f"{args.repeat - 1} runs after a warm-up; MFU against {peak_text}.\n\n")
+    else:
+        note = (f"{name or 'no GPU'}, {stamp}; batch {batch} x seq {seq}; f32 without TF32, bf16 "
+                f"with f32 accumulation; median of {args.repeat - 1} runs after a warm-up; MFU "
+                f"against the dense peaks ({peak_text}).\n\n")
     text = note + "\n".join(t for t in (model_table(records, peaks), gemm_table(records),
                                          model_gemm_table(records), ops_table(records),
                                          largest_ops_table(records)) if t)
     os.makedirs(args.out, exist_ok=True)
-    json.dump({"gpu": name, "date": stamp, "peak_tflops": peaks, "records": records,
+    json.dump({"gpu": name, "torch_device": args.torch_device, "date": stamp, "peak_tflops": peaks,
+               "records": records,
                "complete": True},
               open(os.path.join(args.out, "bench.json"), "w"), indent=2)
     open(os.path.join(args.out, "bench.md"), "w").write(text)
