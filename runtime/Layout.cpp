@@ -83,6 +83,15 @@ std::vector<int64_t> Mesh::group(int64_t rank, size_t axis) const {
   return ranks;
 }
 
+int64_t Mesh::replicaWriter(const std::string &name, size_t axis) const {
+  if (isPipelineAxis(axis) || shape[axis] <= 1)
+    return 0;
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : name)
+    hash = (hash ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(hash % static_cast<uint64_t>(shape[axis]));
+}
+
 bool mixesPartials(const NdSbp &layout) {
   bool sum = false, max = false;
   for (const Sbp &s : layout) {

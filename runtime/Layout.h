@@ -59,6 +59,14 @@ struct Mesh {
   bool isPipelineAxis(size_t axis) const {
     return axis == 0 && !axes.empty() && axes[0] == kPipelineAxis;
   }
+  /// The coordinate on `axis` whose ranks write output `name`'s replica
+  /// where the output is laid out B on that axis: spread over the axis by
+  /// the name (its FNV-1a hash), so that the ranks of a data-parallel
+  /// step share the writing of the parameters they all hold, where rank 0
+  /// wrote them all and the others waited for it at their next collective.
+  /// A pipeline's axis: 0, the stage's first coordinate (a stage's value
+  /// has no replica on the others).
+  int64_t replicaWriter(const std::string &name, size_t axis) const;
 };
 
 /// Whether `layout` has both P(sum) and P(max) (which no sound per-axis

@@ -104,16 +104,25 @@ bool assembleOutputs(
   auto shardPath = [&](const ProgramManifest::Output &output, int64_t writer) {
     return shards + "/" + output.name + ".rank" + std::to_string(writer) + ".npy";
   };
-  // Every shard that is needed (replicas are read back only from
-  // coordinate 0 of broadcast axes), before writing anything.
+  // Where rank r's shard of `output` is read back from: a replica (B on
+  // an axis) from the coordinate that wrote it (Mesh::replicaWriter), into
+  // coordinate 0's place, which sim::assemble reads; -1 where nothing is
+  // read (other coordinates of a replica, other stages).
+  auto sourceOf = [&](const ProgramManifest::Output &output, int64_t r) -> int64_t {
+    std::vector<int64_t> coords = mesh.coordinates(r);
+    for (size_t axis = 0; axis < output.layout.size(); ++axis)
+      if (output.layout[axis].isBroadcast()) {
+        if (coords[axis] != 0)
+          return -1;
+        coords[axis] = mesh.replicaWriter(output.name, axis);
+      }
+    return writerOf(output, mesh.rankOf(coords));
+  };
+  // Every shard that is needed, before writing anything.
   for (const ProgramManifest::Output &output : manifest.outputs)
     for (int64_t r = 0; r < ranks; ++r) {
-      std::vector<int64_t> coords = mesh.coordinates(r);
-      bool needed = true;
-      for (size_t axis = 0; axis < output.layout.size(); ++axis)
-        needed = needed && !(output.layout[axis].isBroadcast() && coords[axis] != 0);
-      int64_t writer = writerOf(output, r);
-      if (needed && writer >= 0 && !std::filesystem::exists(shardPath(output, writer), ec)) {
+      int64_t writer = sourceOf(output, r);
+      if (writer >= 0 && !std::filesystem::exists(shardPath(output, writer), ec)) {
         error =
             "rank " + std::to_string(writer) + " wrote no shard of output '" + output.name + "'";
         return false;
@@ -140,11 +149,9 @@ bool assembleOutputs(
   for (const ProgramManifest::Output &output : manifest.outputs) {
     sim::Shards parts(ranks);
     for (int64_t r = 0; r < ranks; ++r)
-      if (int64_t writer = writerOf(output, r); writer >= 0) {
-        std::string path = shardPath(output, writer);
-        if (std::filesystem::exists(path, ec) && !io::readNpy(path, parts[r], error))
+      if (int64_t writer = sourceOf(output, r); writer >= 0)
+        if (!io::readNpy(shardPath(output, writer), parts[r], error))
           return abandon();
-      }
     Tensor global = sim::assemble(parts, mesh, output.layout);
     if (!global.reshape(output.storedShape)) {
       error = "internal: output '" + output.name + "' assembled as " +

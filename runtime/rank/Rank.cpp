@@ -430,9 +430,9 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
                  const NdSbp &layout, const void *src, bool bf16, int64_t piece, int64_t pieces) {
   IoTimer timer(*this);
   for (size_t axis = 0; axis < layout.size(); ++axis)
-    if (layout[axis].isBroadcast() && comm_->coordinate(axis) != 0 &&
-        !info_.mesh.isPipelineAxis(axis))
-      return; // a replica that coordinate 0 of this axis writes
+    if (layout[axis].isBroadcast() && !info_.mesh.isPipelineAxis(axis) &&
+        comm_->coordinate(axis) != info_.mesh.replicaWriter(name, axis))
+      return; // a replica that another coordinate of this axis writes
   Block block = blockOf(info_.mesh, layout, global, rank_);
   std::vector<int64_t> sizes = block.sizes;
   if (pieces > 1)

@@ -6,7 +6,8 @@
 //   rank<r> --params P.safetensors --input NAME=FILE.npy ... --output-dir D
 //           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N] [--profile ops]
 // by `sbpc run` (or out/launch.sh) under mpirun. It writes D/.shards/:
-// NAME.rank<r>.npy for every output shard it holds (replicas once), and
+// NAME.rank<r>.npy for every output shard it holds (replicas once, by the
+// coordinate Mesh::replicaWriter picks), and
 // rank<r>.json with what it measured (bytes sent, arena peak, seconds).
 // --repeat N runs the whole program N times in the one process (the
 // outputs are the same each time), timing each run: `repeats` in

@@ -190,3 +190,32 @@ TEST(LayoutTest, HopsUnderAnInnerSplitOfTheSameDimensionAreNotDirect) {
 }
 
 } // namespace
+
+/// The ranks of a data-parallel step share the writing of what they all
+/// hold: each replica's writer is one coordinate, the same every time,
+/// spread over the axis by the output's name; a pipeline's axis keeps 0.
+TEST(LayoutTest, ReplicaWritersSpreadOverTheAxis) {
+  std::vector<std::string> names;
+  for (int layer = 0; layer < 12; ++layer)
+    for (const char *p : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                          "mlp.c_proj.weight", "ln_1.weight", "ln_2.bias"})
+      for (const char *state : {"", "optimizer.m.", "optimizer.v."})
+        names.push_back(std::string(state) + "h." + std::to_string(layer) + "." + p);
+  for (int64_t p : {2, 3, 4, 8}) {
+    SCOPED_TRACE(p);
+    Mesh mesh{{"pp", "dp"}, {2, p}};
+    std::vector<int64_t> count(p, 0);
+    for (const std::string &name : names) {
+      int64_t writer = mesh.replicaWriter(name, 1);
+      ASSERT_GE(writer, 0);
+      ASSERT_LT(writer, p);
+      EXPECT_EQ(writer, mesh.replicaWriter(name, 1));
+      EXPECT_EQ(mesh.replicaWriter(name, 0), 0); // the stage's own ranks
+      ++count[writer];
+    }
+    // Each coordinate writes at least half its even share.
+    for (int64_t c = 0; c < p; ++c)
+      EXPECT_GE(count[c], static_cast<int64_t>(names.size()) / p / 2) << "coordinate " << c;
+  }
+  EXPECT_EQ((Mesh{{"x"}, {1}}.replicaWriter("w", 0)), 0);
+}
