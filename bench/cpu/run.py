@@ -5,12 +5,15 @@ bench.json) with sbpc's programs compiled for the CPU (`--target cpu`, one
 rank) and PyTorch run on the CPU (`--torch-device cpu`, timed by the host's
 clock), both on one thread: OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and
 MKL_NUM_THREADS are set to --torch-threads (default 1) before anything loads
-a BLAS, for the rank's BLAS and PyTorch's alike (PyTorch's own thread
-count does not bound the BLAS it calls). By default GPT-2 small (12
+a BLAS, for PyTorch's BLAS (PyTorch's own thread count does not bound it;
+its own ops run on one thread: on two they contend with the BLAS's); a
+rank's BLAS runs on one thread whatever they say. By default GPT-2 small (12
 layers, hidden 768, vocabulary 50257): the forward with its loss and one
 AdamW training step, f32, batch 1 x seq 128, the median of 5 runs after a
 warm-up, and where sbpc's time goes (--profile-ops). run.py's options
-after these override them (`--models medium`, `--torch-threads 2`, ...).
+after these override them (`--models medium`, ...): with `--mesh dp=2
+--batch 2 --torch-threads 2`, sbpc's two ranks (a core each) against
+PyTorch's BLAS on two threads.
 About a minute on 2 cores.
 
 usage: run.py --sbpc build/bin/sbpc --out bench/cpu [run.py's options]

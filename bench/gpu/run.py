@@ -56,7 +56,7 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
               [--gemm-models M,..|none] [--precision f32,bf16] [--batch 8]
               [--seq 1024] [--repeat 10] [--timeout 300] [--workdir DIR] [--profile-ops]
        run.py --sbpc S --prepare DIR [--models ...] [--gemm-models ...] [--precision ...]
-              [--batch B] [--seq S] [--target cuda|cpu]
+              [--batch B] [--seq S] [--target cuda|cpu] [--mesh x=1] [--strategy dp]
        run.py --programs DIR --out OUT [--repeat 10] [--timeout 300] [--workdir DIR]
               [--models ...] [--gemm-models ...] [--precision ...] [--profile-ops]
               [--sbpc-only] [--torch-device cuda|cpu] [--torch-threads 1]
@@ -70,10 +70,12 @@ model's largest single ops, by location and types (a forward op and its
 gradients share a location) (bench.json's `sbpc_ops`). The timed runs are
 not profiled.
 
---torch-device cpu runs PyTorch and the bare GEMMs on the CPU (on
---torch-threads threads, timed by the host's clock) beside programs
+--torch-device cpu runs PyTorch and the bare GEMMs on the CPU (its ops
+on one thread, its BLAS on --torch-threads, timed by the host's clock) beside programs
 prepared with --target cpu: the CPU benchmark, bench/cpu/run.py, which
-also bounds the BLAS's threads.
+also bounds the BLAS's threads. --mesh (default x=1) and --strategy
+(default dp) compile the programs for several ranks, each on one core
+(a rank's BLAS on one thread); a run's time is then its slowest rank's.
 
 --sbpc-only leaves PyTorch and cuBLAS out: a second run under another
 runtime setting (SBPRT_CAUSAL_BLOCK=0, say) to set beside the first.
@@ -83,6 +85,7 @@ tables still say what was measured).
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import shutil
@@ -99,6 +102,8 @@ MODELS = {"tiny": dict(layers=2, hidden=64, heads=4),  # to try the script, not 
 VOCAB = 50257
 PRECISIONS = ("f32", "bf16")
 LARGEST_OPS = 16  # the single ops --profile-ops keeps per program (bench.json)
+RANK_THREADS = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                       "MKL_NUM_THREADS")}  # a rank's BLAS: one core
 IDLE_SECONDS = 0.05  # cuBLAS's second timing: each GEMM after the GPU idled this long
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # npy_tools: beside this script in a bundle
@@ -113,11 +118,12 @@ PEAKS = {"f32": {"H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5},
          "bf16": {"H100 PCIe": 756.5, "H100": 989.4, "H200": 989.4, "A100": 312.0}}
 
 
-def run(cmd, timeout=None):
+def run(cmd, timeout=None, extra_env=None):
     """`cmd`'s stdout; RuntimeError with its last words when it fails, or
     when it runs past `timeout` seconds (then it is stopped, and mpirun
     stops its ranks)."""
     with mpi_session_env() as env:  # launch.sh's mpirun: a session directory of its own
+        env.update(extra_env or {})
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True, env=env)
         try:
@@ -220,7 +226,7 @@ VARIANTS = [("forward", "bf16", ["--fused-attention=false"], "attention unfused"
 
 def compile_program(args, model, out, precision, train=False, flags=()):
     print(f"bench/gpu: compiling {os.path.basename(out)}", file=sys.stderr, flush=True)
-    run([args.sbpc, "compile", model, "--mesh", "x=1", "--strategy", "dp", "--target",
+    run([args.sbpc, "compile", model, "--mesh", args.mesh, "--strategy", args.strategy, "--target",
          args.target, *(["--cuda-arch", args.cuda_arch] if args.target == "cuda" else []),
          "--precision", precision, *(["--train", "--optimizer", "adamw"] if train else []),
          *flags, "-o", out])
@@ -269,7 +275,8 @@ def prepare(args, spec_names, gemm_names, precisions):
                                  "shape": [tokens, K, N], "epilogue": epilogue,
                                  "precision": precision, "dir": out})
             os.remove(model)
-    json.dump({"batch": args.batch, "seq": args.seq, "target": args.target, "programs": programs},
+    json.dump({"batch": args.batch, "seq": args.seq, "target": args.target, "mesh": args.mesh,
+               "strategy": args.strategy, "programs": programs},
               open(os.path.join(args.prepare, "programs.json"), "w"), indent=1)
 
 
@@ -296,9 +303,11 @@ def draw_params(program, seed):
 
 
 def sbpc_time(args, program, params, inputs):
-    """Median compute seconds of a run after the first, from the rank's own
-    timing: (the device's clock where the rank kept it, else the host's;
-    the host's)."""
+    """Median compute seconds of a run after the first, from the ranks' own
+    timing, each run's the slowest rank's: (the device's clock where the
+    ranks kept it, else the host's; the host's). A rank's BLAS runs on one
+    thread (launch.sh's default, whatever the environment asks for PyTorch):
+    a CPU's cores go to ranks."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-res")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
     # The ranks' watchdog stops a hung run; stop(), one that never gets
@@ -306,9 +315,12 @@ def sbpc_time(args, program, params, inputs):
     run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
          "--repeat", str(args.repeat), "--timeout", str(args.timeout), "--output-dir", res],
-        timeout=args.timeout + 60)
-    repeats = json.load(open(os.path.join(res, ".shards", "rank0.json")))["repeats"]
+        timeout=args.timeout + 60, extra_env=RANK_THREADS)
+    ranks = [json.load(open(f))["repeats"] for f in sorted(glob.glob(
+        os.path.join(res, ".shards", "rank*.json")))]
     shutil.rmtree(res, ignore_errors=True)
+    repeats = [{key: max(rank[i][key] for rank in ranks) for key in ranks[0][i]
+                if isinstance(ranks[0][i][key], (int, float))} for i in range(len(ranks[0]))]
     def median(key):
         return statistics.median([r[key] for r in repeats[1:]] or [repeats[0][key]])
     wall = median("compute_seconds")
@@ -325,7 +337,7 @@ def sbpc_op_profile(args, program, params, inputs):
     run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
          "--repeat", "2", "--profile", "ops", "--timeout", str(args.timeout),
-         "--output-dir", res], timeout=args.timeout + 60)
+         "--output-dir", res], timeout=args.timeout + 60, extra_env=RANK_THREADS)
     rank = json.load(open(os.path.join(res, ".shards", "rank0.json")))
     shutil.rmtree(res, ignore_errors=True)
     kinds, counts, largest = {}, {}, []
@@ -348,7 +360,10 @@ def torch_on(args):
     except ImportError:
         return None, "torch not installed"
     if args.torch_device == "cpu":
-        torch.set_num_threads(args.torch_threads)
+        # Its own ops on one thread, its BLAS on --torch-threads (the
+        # environment, bench/cpu/run.py): both on two threads of a 2-core
+        # machine contend, GPT-2 small's forward 763 ms against 360.
+        torch.set_num_threads(1)
         return torch, None
     if not torch.cuda.is_available():
         return None, "torch has no CUDA"
@@ -502,7 +517,7 @@ def measure(args, peaks, name):
         what = entry.get("layer", workload)
         print(f"bench/gpu: GPT-2 {model} {what} {precision} ...", file=sys.stderr, flush=True)
         rec = {"model": model, "workload": workload, "precision": precision, **spec,
-               "batch": batch, "seq": seq}
+               "batch": batch, "seq": seq, "mesh": prepared.get("mesh", "x=1")}
         if "variant" in entry:
             rec["variant"] = entry["variant"]
         program = os.path.join(args.programs, entry["dir"])
@@ -564,7 +579,8 @@ def model_table(records, peaks):
             continue
         head = f"| {r['model']} | {r['workload']} | {r['precision']}"
         peak = peaks.get(r["precision"])
-        sbpc = f"sbpc ({r['variant']})" if "variant" in r else "sbpc"
+        sbpc = "sbpc" + "".join(f" ({v})" for v in (r.get("mesh", "x=1"), r.get("variant"))
+                                if v and v != "x=1")
         for system, key in ((sbpc, "sbpc"), ("PyTorch eager", "torch_eager"),
                             ("torch.compile", "torch_compile")):
             seconds = r.get(key + "_seconds")
@@ -702,6 +718,10 @@ def main():
     ap.add_argument("--target", choices=["cuda", "cpu"], default="cuda",
                     help="with --prepare: what to compile for (cpu: to try the script)")
     ap.add_argument("--cuda-arch", default="sm_90")
+    ap.add_argument("--mesh", default="x=1",
+                    help="the programs' mesh (default x=1: one rank); a run's time is its "
+                    "slowest rank's")
+    ap.add_argument("--strategy", default="dp", help="sbpc compile's --strategy (default dp)")
     ap.add_argument("--peak-tflops", metavar="F32[,BF16]",
                     help="the GPU's dense peaks (default: by its name)")
     ap.add_argument("--workdir", help="default: OUT/work (removed at the end)")
@@ -717,8 +737,8 @@ def main():
                     help="where PyTorch and the bare GEMMs run: the GPU (default), or the CPU "
                     "beside --target cpu programs (bench/cpu/run.py)")
     ap.add_argument("--torch-threads", type=int, default=1,
-                    help="PyTorch's threads with --torch-device cpu (default 1: a rank's BLAS "
-                    "runs one)")
+                    help="with --torch-device cpu, the threads of PyTorch's BLAS, as the "
+                    "environment sets them (bench/cpu/run.py; default 1); its own ops run on one")
     ap.add_argument("--no-gpu-ok", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     precisions = args.precision.split(",")
@@ -754,11 +774,15 @@ def main():
     batch, seq = (records[0]["batch"], records[0]["seq"]) if records else (args.batch, args.seq)
     peak_text = ", ".join(f"{p} {v if v else '?'} TFLOP/s" for p, v in peaks.items())
     if args.torch_device == "cpu":
-        blas = os.environ.get("OPENBLAS_NUM_THREADS", "1")  # launch.sh's default: 1
-        note = (f"{name}, {stamp}; batch {batch} x seq {seq}; sbpc on one rank, its BLAS on "
-                f"{blas} thread(s); PyTorch on {args.torch_threads} thread(s), its BLAS on "
-                f"{os.environ.get('OPENBLAS_NUM_THREADS', 'all the cores')}; median of "
-                f"{args.repeat - 1} runs after a warm-up; MFU against {peak_text}.\n\n")
+        mesh = records[0]["mesh"] if records else args.mesh
+        ranks = 1
+        for axis in mesh.split(","):
+            ranks *= int(axis.split("=")[1])
+        note = (f"{name}, {stamp}; batch {batch} x seq {seq}; sbpc on {ranks} rank(s) "
+                f"(mesh {mesh}), each on one thread; PyTorch's ops on one thread, its BLAS "
+                f"on {os.environ.get('OPENBLAS_NUM_THREADS', 'all the cores')}; median of "
+                f"{args.repeat - 1} runs after a warm-up (sbpc: the slowest rank's); MFU "
+                f"against {peak_text}.\n\n")
     else:
         note = (f"{name or 'no GPU'}, {stamp}; batch {batch} x seq {seq}; f32 without TF32, bf16 "
                 f"with f32 accumulation; median of {args.repeat - 1} runs after a warm-up; MFU "
