@@ -57,6 +57,7 @@ usage: run.py --sbpc build/bin/sbpc --out bench/gpu [--models small,medium|none]
               [--seq 1024] [--repeat 10] [--timeout 300] [--workdir DIR] [--profile-ops]
        run.py --sbpc S --prepare DIR [--models ...] [--gemm-models ...] [--precision ...]
               [--batch B] [--seq S] [--target cuda|cpu] [--mesh x=1] [--strategy dp]
+              [--train-flags '--zero 1']
        run.py --programs DIR --out OUT [--repeat 10] [--timeout 300] [--workdir DIR]
               [--models ...] [--gemm-models ...] [--precision ...] [--profile-ops]
               [--sbpc-only] [--torch-device cuda|cpu] [--torch-threads 1]
@@ -229,7 +230,7 @@ def compile_program(args, model, out, precision, train=False, flags=()):
     run([args.sbpc, "compile", model, "--mesh", args.mesh, "--strategy", args.strategy, "--target",
          args.target, *(["--cuda-arch", args.cuda_arch] if args.target == "cuda" else []),
          "--precision", precision, *(["--train", "--optimizer", "adamw"] if train else []),
-         *flags, "-o", out])
+         *(args.sbpc_flags.split() if train else []), *flags, "-o", out])
 
 
 def prepare(args, spec_names, gemm_names, precisions):
@@ -276,7 +277,7 @@ def prepare(args, spec_names, gemm_names, precisions):
                                  "precision": precision, "dir": out})
             os.remove(model)
     json.dump({"batch": args.batch, "seq": args.seq, "target": args.target, "mesh": args.mesh,
-               "strategy": args.strategy, "programs": programs},
+               "strategy": args.strategy, "train_flags": args.sbpc_flags, "programs": programs},
               open(os.path.join(args.prepare, "programs.json"), "w"), indent=1)
 
 
@@ -520,6 +521,8 @@ def measure(args, peaks, name):
                "batch": batch, "seq": seq, "mesh": prepared.get("mesh", "x=1")}
         if "variant" in entry:
             rec["variant"] = entry["variant"]
+        if workload == "train" and prepared.get("train_flags"):
+            rec["train_flags"] = prepared["train_flags"]
         program = os.path.join(args.programs, entry["dir"])
         params = draw_params(program, seed=1)
         params_path = os.path.join(args.workdir, "params.safetensors")
@@ -579,8 +582,8 @@ def model_table(records, peaks):
             continue
         head = f"| {r['model']} | {r['workload']} | {r['precision']}"
         peak = peaks.get(r["precision"])
-        sbpc = "sbpc" + "".join(f" ({v})" for v in (r.get("mesh", "x=1"), r.get("variant"))
-                                if v and v != "x=1")
+        sbpc = "sbpc" + "".join(f" ({v})" for v in (r.get("mesh", "x=1"), r.get("train_flags"),
+                                                  r.get("variant")) if v and v != "x=1")
         for system, key in ((sbpc, "sbpc"), ("PyTorch eager", "torch_eager"),
                             ("torch.compile", "torch_compile")):
             seconds = r.get(key + "_seconds")
@@ -722,6 +725,8 @@ def main():
                     help="the programs' mesh (default x=1: one rank); a run's time is its "
                     "slowest rank's")
     ap.add_argument("--strategy", default="dp", help="sbpc compile's --strategy (default dp)")
+    ap.add_argument("--train-flags", dest="sbpc_flags", default="",
+                    help="more sbpc compile options for the training steps ('--zero 1')")
     ap.add_argument("--peak-tflops", metavar="F32[,BF16]",
                     help="the GPU's dense peaks (default: by its name)")
     ap.add_argument("--workdir", help="default: OUT/work (removed at the end)")
