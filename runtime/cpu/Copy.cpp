@@ -16,15 +16,10 @@ void slice(const void *in, size_t elementBytes, const Shape &shape,
     outShape.push_back(limits[d] - starts[d]);
     start += starts[d] * strides[d];
   }
-  // The trailing dimensions taken whole, and the one before them, are one
-  // contiguous run of the input per index of the dimensions before: copied
-  // as one.
-  size_t d = shape.size();
-  int64_t run = 1;
-  while (d > 0 && outShape[d - 1] == shape[d - 1])
-    run *= shape[--d];
-  if (d > 0)
-    run *= outShape[--d];
+  // The dimensions taken whole make runs (walkedDims).
+  int64_t run;
+  size_t d = walkedDims(
+      outShape, [&](size_t axis) { return outShape[axis] == shape[axis]; }, run);
   outShape.resize(d);
   strides.resize(d);
   size_t runBytes = static_cast<size_t>(run) * elementBytes;

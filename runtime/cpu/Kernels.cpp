@@ -23,28 +23,16 @@
 
 namespace sbprt::cpu {
 
-/// f(kind) with `kind` as a compile-time constant: a loop per kind, which
-/// the compiler vectorizes, not a switch per element.
-template <typename F> static void withUnaryKind(UnaryKind kind, F f) {
-  switch (kind) {
-#define SBPRT_UNARY_CASE(K)                                                                        \
-  case UnaryKind::K:                                                                               \
-    return f(std::integral_constant<UnaryKind, UnaryKind::K>());
-    SBPRT_UNARY_CASE(Neg)
-    SBPRT_UNARY_CASE(Exp)
-    SBPRT_UNARY_CASE(Log)
-    SBPRT_UNARY_CASE(Tanh)
-    SBPRT_UNARY_CASE(Sqrt)
-    SBPRT_UNARY_CASE(Rsqrt)
-    SBPRT_UNARY_CASE(Relu)
-    SBPRT_UNARY_CASE(Gelu)
-#undef SBPRT_UNARY_CASE
-  }
+/// f(kind) with `kind` as a compile-time constant, one of `Kinds`: a loop
+/// per kind, which the compiler vectorizes, not a switch per element.
+template <auto... Kinds, typename Kind, typename F> static void withKind(Kind kind, F f) {
+  ((kind == Kinds && (f(std::integral_constant<Kind, Kinds>()), true)) || ...);
 }
 
 template <typename T>
 void unary(UnaryKind kind, const T *in, T *out, int64_t n) {
-  withUnaryKind(kind, [&](auto k) {
+  withKind<UnaryKind::Neg, UnaryKind::Exp, UnaryKind::Log, UnaryKind::Tanh, UnaryKind::Sqrt,
+           UnaryKind::Rsqrt, UnaryKind::Relu, UnaryKind::Gelu>(kind, [&](auto k) {
     for (int64_t i = 0; i < n; ++i)
       out[i] = elementwise::unary(k, in[i]);
   });
@@ -67,20 +55,11 @@ void binary(BinaryKind kind, const T *lhs, const Shape &lhsShape, const T *rhs,
   // plain loop.
   if (lhsShape == outShape && rhsShape == outShape) {
     int64_t n = numElements(outShape);
-    auto each = [&](auto op) {
+    withKind<BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div>(kind, [&](auto k) {
       for (int64_t i = 0; i < n; ++i)
-        out[i] = op(static_cast<float>(lhs[i]), static_cast<float>(rhs[i]));
-    };
-    switch (kind) {
-    case BinaryKind::Add:
-      return each([](float a, float b) { return a + b; });
-    case BinaryKind::Sub:
-      return each([](float a, float b) { return a - b; });
-    case BinaryKind::Mul:
-      return each([](float a, float b) { return a * b; });
-    case BinaryKind::Div:
-      return each([](float a, float b) { return a / b; });
-    }
+        out[i] = elementwise::binary(k, lhs[i], rhs[i]);
+    });
+    return;
   }
   std::array<Shape, 2> strides = {broadcastStrides(lhsShape, outShape),
                                    broadcastStrides(rhsShape, outShape)};
@@ -644,14 +623,10 @@ void pad(const T *in, const Shape &shape, const std::vector<int64_t> &low,
   for (size_t d = 0; d < shape.size(); ++d)
     start += low[d] * outStrides[d];
   std::fill(out, out + numElements(outShape), 0.0f);
-  // The trailing dimensions not padded, and the one before them, are one
-  // contiguous run of the output per index of the dimensions before.
-  size_t d = shape.size();
-  int64_t run = 1;
-  while (d > 0 && low[d - 1] == 0 && high[d - 1] == 0)
-    run *= shape[--d];
-  if (d > 0)
-    run *= shape[--d];
+  // The dimensions not padded make runs (walkedDims).
+  int64_t run;
+  size_t d = walkedDims(
+      shape, [&](size_t axis) { return low[axis] == 0 && high[axis] == 0; }, run);
   if (run == 0)
     return;
   Shape outer(shape.begin(), shape.begin() + d);

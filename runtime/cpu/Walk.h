@@ -38,4 +38,19 @@ void walk(const Shape &shape, const std::array<Shape, N> &strides, std::array<in
   }
 }
 
+/// For a copy of a block between two row-major arrays (a slice, a pad):
+/// how many leading dimensions of the block's `sizes` are left to walk.
+/// The trailing ones that `whole(axis)` says the copy takes whole, and the
+/// one before them, are one contiguous run on both sides per index of the
+/// dimensions before: `run` elements, copied as one.
+template <typename Whole> size_t walkedDims(const Shape &sizes, Whole whole, int64_t &run) {
+  size_t d = sizes.size();
+  run = 1;
+  while (d > 0 && whole(d - 1))
+    run *= sizes[--d];
+  if (d > 0)
+    run *= sizes[--d];
+  return d;
+}
+
 } // namespace sbprt::cpu
