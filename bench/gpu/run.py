@@ -9,7 +9,12 @@ training step):
 
 - sbpc: `sbpc gen` the model, `sbpc compile --mesh x=1 --target cuda` (and
   `--train`, and `--precision bf16`), then the ranks' `launch.sh --repeat N`
-  on random parameters (GPT-2's initialization; optimizer states zero); the
+  on random parameters (GPT-2's initialization; optimizer states zero), a
+  training step's `launch.sh --steps N+2` (as `sbpc run --steps` runs
+  steps: each step's updates are the next one's parameters; the steps
+  between the first, which reads the files, and the last, which writes
+  them, are timed; bench.json's sbpc_run_seconds is their whole time, with
+  the copies that carry the state from step to step); the
   time of a run is the rank's `repeats[].device_compute_seconds` (the GPU's
   clock, CUDA events, over the program's computing between its loads and
   stores; loading and storing excluded), the median over the runs after
@@ -303,52 +308,62 @@ def draw_params(program, seed):
     return tensors
 
 
-def sbpc_time(args, program, params, inputs):
+def sbpc_time(args, program, params, inputs, train=False):
     """Median compute seconds of a run after the first, from the ranks' own
     timing, each run's the slowest rank's: (the device's clock where the
-    ranks kept it, else the host's; the host's). A rank's BLAS runs on one
-    thread (launch.sh's default, whatever the environment asks for PyTorch):
-    a CPU's cores go to ranks."""
+    ranks kept it, else the host's; the host's; the whole run on the host's
+    clock, its loads and stores too). A training step runs as `sbpc run
+    --steps` runs it: --repeat + 2 steps in one launch, each step's updates
+    the next one's parameters, timed over the steps between the first (which
+    reads the files) and the last (which writes them). A rank's BLAS runs on
+    one thread (launch.sh's default, whatever the environment asks for
+    PyTorch): a CPU's cores go to ranks."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-res")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
+    runs = ["--steps", str(args.repeat + 2)] if train else ["--repeat", str(args.repeat)]
     # The ranks' watchdog stops a hung run; stop(), one that never gets
     # to it.
     run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
-         "--repeat", str(args.repeat), "--timeout", str(args.timeout), "--output-dir", res],
+         *runs, "--timeout", str(args.timeout), "--output-dir", res],
         timeout=args.timeout + 60, extra_env=RANK_THREADS)
     ranks = [json.load(open(f))["repeats"] for f in sorted(glob.glob(
         os.path.join(res, ".shards", "rank*.json")))]
     shutil.rmtree(res, ignore_errors=True)
     repeats = [{key: max(rank[i][key] for rank in ranks) for key in ranks[0][i]
                 if isinstance(ranks[0][i][key], (int, float))} for i in range(len(ranks[0]))]
+    counted = repeats[1:-1] if train else repeats[1:]
     def median(key):
-        return statistics.median([r[key] for r in repeats[1:]] or [repeats[0][key]])
+        return statistics.median([r[key] for r in counted] or [repeats[0][key]])
     wall = median("compute_seconds")
     return (median("device_compute_seconds") if "device_compute_seconds" in repeats[0] else wall,
-            wall)
+            wall, median("seconds"))
 
 
-def sbpc_op_profile(args, program, params, inputs):
+def sbpc_op_profile(args, program, params, inputs, train=False):
     """One more run of the program with `--profile ops` (two runs, the
-    second counted): seconds per kind of op ("exec.linear", "graph.matmul",
-    ...), loads and stores left out as the timings leave them out."""
+    second counted; a training step's --steps 3, the last two counted, and
+    halved): seconds per kind of op ("exec.linear", "graph.matmul", ...) in
+    one run, loads and stores left out as the timings leave them out."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-ops")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
+    runs = ["--steps", "3"] if train else ["--repeat", "2"]
     run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
-         "--repeat", "2", "--profile", "ops", "--timeout", str(args.timeout),
+         *runs, "--profile", "ops", "--timeout", str(args.timeout),
          "--output-dir", res], timeout=args.timeout + 60, extra_env=RANK_THREADS)
     rank = json.load(open(os.path.join(res, ".shards", "rank0.json")))
     shutil.rmtree(res, ignore_errors=True)
+    counted = 2 if train else 1
     kinds, counts, largest = {}, {}, []
     for op in rank.get("ops", []):  # largest first
         kind = op["op"].split(" ")[0]
         if kind not in ("exec.load", "exec.store"):
-            kinds[kind] = kinds.get(kind, 0.0) + op["seconds"]
-            counts[kind] = counts.get(kind, 0) + op.get("calls", 1)
+            kinds[kind] = kinds.get(kind, 0.0) + op["seconds"] / counted
+            counts[kind] = counts.get(kind, 0) + op.get("calls", counted) // counted
             if len(largest) < LARGEST_OPS:
-                largest.append({k: op[k] for k in ("op", "shapes", "seconds") if k in op})
+                largest.append({**{k: op[k] for k in ("op", "shapes") if k in op},
+                                "seconds": op["seconds"] / counted})
     return {"clock": rank.get("ops_clock"), "seconds": kinds, "calls": counts,
             "largest": largest}
 
@@ -538,13 +553,15 @@ def measure(args, peaks, name):
             inputs = [("tokens", tokens_path), ("targets", targets_path)]
         write_safetensors(params_path, params)
         try:
-            rec["sbpc_seconds"], rec["sbpc_wall_seconds"] = sbpc_time(args, program,
-                                                                      params_path, inputs)
+            (rec["sbpc_seconds"], rec["sbpc_wall_seconds"],
+             rec["sbpc_run_seconds"]) = sbpc_time(args, program, params_path, inputs,
+                                                  train=workload == "train")
         except RuntimeError as e:
             rec["error"] = str(e)
         if args.profile_ops and "error" not in rec:
             try:
-                rec["sbpc_ops"] = sbpc_op_profile(args, program, params_path, inputs)
+                rec["sbpc_ops"] = sbpc_op_profile(args, program, params_path, inputs,
+                                                  train=workload == "train")
             except RuntimeError as e:
                 rec["sbpc_ops_missing"] = str(e)
         if "variant" in entry:  # sbpc's other way: PyTorch is in the default's rows
@@ -572,6 +589,21 @@ def measure(args, peaks, name):
                    "records": records, "complete": False},
                   open(os.path.join(args.out, "bench.json"), "w"), indent=2)
     return records
+
+
+def steps_note(records):
+    """What sbpc's training steps' times leave out: the copies that carry
+    the state from one step to the next."""
+    steps = [r for r in records if r["workload"] == "train" and "sbpc_run_seconds" in r]
+    if not steps:
+        return ""
+    each = "; ".join(f"{r['model']} {r['precision']}"
+                     f"{' (' + r['variant'] + ')' if 'variant' in r else ''} "
+                     f"{1e3 * r['sbpc_run_seconds']:.1f} ms" for r in steps)
+    return ("sbpc's training steps run as `sbpc run --steps` runs them, in one launch, each "
+            "step's updates the next one's parameters; the rows time the steps between the "
+            "first and the last without their copies of the state from step to step (host "
+            f"memory); with them a step takes: {each}.\n")
 
 
 def model_table(records, peaks):
@@ -792,7 +824,8 @@ def main():
         note = (f"{name or 'no GPU'}, {stamp}; batch {batch} x seq {seq}; f32 without TF32, bf16 "
                 f"with f32 accumulation; median of {args.repeat - 1} runs after a warm-up; MFU "
                 f"against the dense peaks ({peak_text}).\n\n")
-    text = note + "\n".join(t for t in (model_table(records, peaks), gemm_table(records),
+    text = note + "\n".join(t for t in (model_table(records, peaks), steps_note(records),
+                                         gemm_table(records),
                                          model_gemm_table(records), ops_table(records),
                                          largest_ops_table(records)) if t)
     os.makedirs(args.out, exist_ok=True)

@@ -10,6 +10,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
@@ -65,6 +66,15 @@ struct RunCompiledCommand {
   int64_t repeat = 1;
   /// Time every op too (run.json's ranks[].ops).
   bool profileOps = false;
+  /// Above 0: that many training steps in the ranks' processes (their
+  /// --steps), each update of a parameter the next step's value of it; the
+  /// outputs are the last step's. An earlier step K writes only the
+  /// outputs `stepOutputs` names, as shards in <outputDir>/.steps/K
+  /// (assembleOutput), with a rankR.done from each rank once it has.
+  int64_t steps = 0;
+  std::vector<std::string> stepOutputs;
+  /// Called now and then while the ranks run, and once after they have.
+  std::function<void()> whileRunning;
 };
 mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
 

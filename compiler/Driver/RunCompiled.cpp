@@ -7,6 +7,7 @@
 #include "compiler/Support/Paths.h"
 #include "runtime/rank/Program.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -14,11 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 extern char **environ;
 
@@ -68,6 +71,32 @@ std::vector<std::string> runtimeWarnings(const std::string &log) {
     if (line.rfind("sbprt: warning: ", 0) == 0 && !llvm::is_contained(warnings, line))
       warnings.push_back(line);
   return warnings;
+}
+
+/// Runs the job to its end, as llvm::sys::ExecuteAndWait does (its exit
+/// code; negative where it could not start or was killed, with `error`
+/// set), calling `whileRunning` every quarter of a second where given,
+/// and once at the end.
+int runJob(llvm::ArrayRef<llvm::StringRef> argv, std::optional<llvm::ArrayRef<llvm::StringRef>> env,
+           llvm::ArrayRef<std::optional<llvm::StringRef>> redirects,
+           const std::function<void()> &whileRunning, std::string &error) {
+  if (!whileRunning)
+    return llvm::sys::ExecuteAndWait(argv[0], argv, env, redirects, 0, 0, &error);
+  bool failed = false;
+  llvm::sys::ProcessInfo job =
+      llvm::sys::ExecuteNoWait(argv[0], argv, env, redirects, 0, &error, &failed);
+  if (failed)
+    return -1;
+  for (;;) {
+    llvm::sys::ProcessInfo done = llvm::sys::Wait(job, /*SecondsToWait=*/0, &error,
+                                                  /*ProcStat=*/nullptr, /*Polling=*/true);
+    if (done.Pid != 0) {
+      whileRunning();
+      return done.ReturnCode;
+    }
+    whileRunning();
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
 }
 
 } // namespace
@@ -130,7 +159,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     return reportError("the program needs parameters: pass --params FILE.safetensors");
   if (needsParams && !llvm::sys::fs::exists(command.paramsPath))
     return reportError(command.paramsPath + ": no such file");
-  std::vector<std::string> written = {"run.json", "job.log", ".shards/"},
+  std::vector<std::string> written = {"run.json", "job.log", ".shards/", ".steps/"},
                            read = {command.paramsPath, command.programDir};
   for (const ProgramManifest::Output &output : manifest->outputs)
     written.push_back(output.name + ".npy");
@@ -141,6 +170,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
 
   std::string shards = joinPath(command.outputDir, ".shards");
   llvm::sys::fs::remove_directories(shards);
+  llvm::sys::fs::remove_directories(joinPath(command.outputDir, ".steps"));
   if (std::error_code ec = llvm::sys::fs::create_directories(shards))
     return reportError(shards + ": cannot create: " + ec.message());
   // (sbpc puts the outputs together itself, below.)
@@ -164,6 +194,10 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     args.insert(args.end(), {"--repeat", std::to_string(command.repeat)});
   if (command.profileOps)
     args.insert(args.end(), {"--profile", "ops"});
+  if (command.steps > 0)
+    args.insert(args.end(), {"--steps", std::to_string(command.steps)});
+  if (!command.stepOutputs.empty())
+    args.insert(args.end(), {"--step-outputs", llvm::join(command.stepOutputs, ",")});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string log = joinPath(command.outputDir, "job.log");
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
@@ -188,9 +222,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
       environment.push_back("OMPI_MCA_orte_tmpdir_base=" + session.str().str());
     }
     std::vector<llvm::StringRef> env(environment.begin(), environment.end());
-    code = llvm::sys::ExecuteAndWait(
-        argv[0], argv, environment.empty() ? std::nullopt : std::optional(llvm::ArrayRef(env)),
-        redirects, 0, 0, &error);
+    code = runJob(argv, environment.empty() ? std::nullopt : std::optional(llvm::ArrayRef(env)),
+                  redirects, command.whileRunning, error);
     if (!session.empty())
       llvm::sys::fs::remove_directories(session);
     if (code == 0 || launch == kLaunches || !launchFailed(log))

@@ -32,13 +32,16 @@ struct StateEntry {
   sbprt::DType dtype;
 };
 
-/// The parameters a step program loads and the outputs it stores.
+/// The parameters a step program loads and the outputs it stores (a
+/// compiled one's `manifest` too).
 LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
-                       std::vector<StateEntry> &params, std::vector<std::string> &outputs) {
+                       std::vector<StateEntry> &params, std::vector<std::string> &outputs,
+                       std::optional<sbpc::ProgramManifest> &manifest) {
   if (isDir) {
-    FailureOr<sbpc::ProgramManifest> manifest = sbpc::readProgramManifest(target);
-    if (failed(manifest))
+    FailureOr<sbpc::ProgramManifest> read = sbpc::readProgramManifest(target);
+    if (failed(read))
       return failure();
+    manifest = std::move(*read);
     for (const sbpc::ProgramManifest::Load &load : manifest->loads)
       if (load.isParam)
         params.push_back({load.name, load.storedShape, load.dtype});
@@ -66,6 +69,23 @@ LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
   return success();
 }
 
+/// Whether the ranks can run every step in one launch, each keeping the
+/// updates of the parameters it loads for the next step: each update is
+/// stored in the layout its parameter is loaded in, no partial sum, and
+/// there are no pipeline stages (one stage may load a tied parameter that
+/// another updates).
+bool stepsInOneLaunch(const sbpc::ProgramManifest &manifest) {
+  if (manifest.mesh.isPipelineAxis(0))
+    return false;
+  for (const sbpc::ProgramManifest::Output &output : manifest.outputs)
+    for (const sbpc::ProgramManifest::Load &load : manifest.loads)
+      if (load.isParam && load.name == output.name &&
+          (load.layout != output.layout || load.storedShape != output.storedShape ||
+           llvm::any_of(load.layout, [](const sbprt::Sbp &sbp) { return sbp.isPartial(); })))
+        return false;
+  return true;
+}
+
 bool writeState(const std::string &path, const std::map<std::string, sbprt::Tensor> &state,
                 std::string &error) {
   std::vector<std::pair<std::string, const sbprt::Tensor *>> tensors;
@@ -86,7 +106,8 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
   bool isDir = llvm::sys::fs::is_directory(command.target);
   std::vector<StateEntry> params;
   std::vector<std::string> outputs;
-  if (failed(describe(ctx, command.target, isDir, params, outputs)))
+  std::optional<sbpc::ProgramManifest> manifest;
+  if (failed(describe(ctx, command.target, isDir, params, outputs, manifest)))
     return failure();
   if (llvm::find(outputs, "loss") == outputs.end())
     return reportError(command.target + " has no output named 'loss' to train");
@@ -154,17 +175,13 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     return reportError(work + ": cannot create: " + ec.message());
   std::string statePath = joinPath(work, "state.safetensors"), stepDir = joinPath(work, "step");
   std::vector<float> losses; // grows step by step: --steps may be huge
-  for (int64_t step = 0; step < command.steps; ++step) {
-    if (!writeState(statePath, state, error))
-      return reportError(error);
-    LogicalResult ran =
-        isDir ? runCompiled({command.target, statePath, command.inputs, stepDir,
-                             command.memoryLimit, command.timeout, /*quiet=*/true})
-              : runReference(ctx, {command.target, statePath, command.inputs, stepDir,
-                                   /*quiet=*/true});
-    if (failed(ran))
-      return reportError("step " + std::to_string(step + 1) + " of " +
-                         std::to_string(command.steps) + " failed");
+  auto showLoss = [&](const sbprt::Tensor &loss) {
+    losses.push_back(loss.as<float>()[0]);
+    llvm::errs() << "sbpc: step " << losses.size() << "/" << command.steps << ": loss "
+                 << losses.back() << "\n";
+  };
+  // The state of the last step, which every step's outputs update.
+  auto takeState = [&]() -> LogicalResult {
     for (const std::string &name : outputs) {
       if (name != "loss" && !state.count(name))
         continue;
@@ -172,12 +189,63 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
       if (!sbprt::io::readNpy(joinPath(stepDir, name + ".npy"), value, error))
         return reportError(error);
       if (name == "loss")
-        losses.push_back(value.as<float>()[0]);
+        showLoss(value);
       else
         state[name] = std::move(value);
     }
-    llvm::errs() << "sbpc: step " << step + 1 << "/" << command.steps << ": loss "
-                 << losses.back() << "\n";
+    return success();
+  };
+  bool oneLaunch = isDir && stepsInOneLaunch(*manifest);
+  if (oneLaunch) {
+    // Each earlier step's loss, shown once every rank has finished the
+    // step, while the job goes on.
+    const sbpc::ProgramManifest::Output &lossOutput =
+        *llvm::find_if(manifest->outputs, [](const auto &o) { return o.name == "loss"; });
+    std::string lossError;
+    auto showSteps = [&] {
+      while (lossError.empty() && static_cast<int64_t>(losses.size()) + 1 < command.steps) {
+        std::string dir = joinPath(stepDir, ".steps/" + std::to_string(losses.size() + 1));
+        for (int64_t r = 0; r < manifest->mesh.numDevices(); ++r)
+          if (!llvm::sys::fs::exists(joinPath(dir, "rank" + std::to_string(r) + ".done")))
+            return;
+        sbprt::Tensor loss;
+        if (!sbprt::rank::assembleOutput(*manifest, lossOutput, dir, loss, lossError))
+          return;
+        showLoss(loss);
+        llvm::sys::fs::remove_directories(dir);
+      }
+    };
+    if (!writeState(statePath, state, error))
+      return reportError(error);
+    RunCompiledCommand run{command.target,      statePath,       command.inputs, stepDir,
+                           command.memoryLimit, command.timeout, /*quiet=*/true};
+    run.steps = command.steps;
+    run.stepOutputs = {"loss"};
+    run.whileRunning = showSteps;
+    if (failed(runCompiled(run)))
+      return reportError("step " + std::to_string(losses.size() + 1) + " of " +
+                         std::to_string(command.steps) + " failed");
+    if (!lossError.empty())
+      return reportError(lossError);
+    if (static_cast<int64_t>(losses.size()) + 1 != command.steps)
+      return reportError("internal: the ranks ran " + std::to_string(command.steps) +
+                         " steps but left the losses of " + std::to_string(losses.size()));
+    if (failed(takeState()))
+      return failure();
+  }
+  for (int64_t step = 0; !oneLaunch && step < command.steps; ++step) {
+    if (!writeState(statePath, state, error))
+      return reportError(error);
+    LogicalResult ran = isDir
+                            ? runCompiled({command.target, statePath, command.inputs, stepDir,
+                                           command.memoryLimit, command.timeout, /*quiet=*/true})
+                            : runReference(ctx, {command.target, statePath, command.inputs, stepDir,
+                                                 /*quiet=*/true});
+    if (failed(ran))
+      return reportError("step " + std::to_string(step + 1) + " of " +
+                         std::to_string(command.steps) + " failed");
+    if (failed(takeState()))
+      return failure();
   }
   std::string lossPath = joinPath(command.outputDir, "losses.npy"),
               paramsPath = joinPath(command.outputDir, "params.safetensors");
@@ -185,7 +253,8 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
   std::copy(losses.begin(), losses.end(), lossTensor.as<float>());
   if (!sbprt::io::writeNpy(lossPath, lossTensor, error) || !writeState(paramsPath, state, error))
     return reportError(error);
-  // The ranks' measurements (bytes sent, arena peak) of the last step.
+  // The ranks' measurements (bytes sent, arena peak; in one launch, each
+  // step's seconds), of the last step's launch.
   std::string runPath = joinPath(command.outputDir, "run.json");
   if (isDir)
     if (std::error_code ec = llvm::sys::fs::copy_file(joinPath(stepDir, "run.json"), runPath))
@@ -195,6 +264,8 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
                << "wrote " << paramsPath << " (" << state.size()
                << " parameters and optimizer states)\n";
   if (isDir)
-    llvm::outs() << "wrote " << runPath << " (the last step's measurements per rank)\n";
+    llvm::outs() << "wrote " << runPath
+                 << (oneLaunch ? " (what each rank measured, each step's seconds)\n"
+                               : " (the last step's measurements per rank)\n");
   return success();
 }

@@ -46,8 +46,13 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
       std::optional<DType> type = dtypeFromName(dtype);
       if (!type)
         throw std::runtime_error("a load of dtype '" + dtype + "'");
-      manifest.loads.push_back({kind == "param", load.at("name").get<std::string>(),
-                                load.at("stored_shape").get<std::vector<int64_t>>(), *type});
+      std::string name = load.at("name").get<std::string>();
+      std::optional<NdSbp> layout = parseLayout(load.at("layout").get<std::string>());
+      if (!layout)
+        throw std::runtime_error("load '" + name + "' has no layout");
+      manifest.loads.push_back({kind == "param", name,
+                                load.at("stored_shape").get<std::vector<int64_t>>(), *type,
+                                *layout});
     }
     std::set<std::string> names;
     for (const nlohmann::json &output : json.at("outputs")) {
@@ -81,53 +86,81 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
   return manifest;
 }
 
+namespace {
+
+/// The rank whose shard of `output` stands for rank r's, or -1 where no
+/// shard is read: a pipeline's outputs come from the ranks of the stage
+/// that wrote them, read as the first stage's (the layout is B on that
+/// axis); a replica (B on an axis) from the coordinate that wrote it
+/// (Mesh::replicaWriter), into coordinate 0's place, which sim::assemble
+/// reads.
+int64_t shardSource(const Mesh &mesh, const ProgramManifest::Output &output, int64_t r) {
+  std::vector<int64_t> coords = mesh.coordinates(r);
+  for (size_t axis = 0; axis < output.layout.size(); ++axis)
+    if (output.layout[axis].isBroadcast()) {
+      if (coords[axis] != 0)
+        return -1;
+      coords[axis] = mesh.replicaWriter(output.name, axis);
+    }
+  if (output.stage == 0)
+    return mesh.rankOf(coords);
+  if (coords.front() != 0)
+    return -1;
+  coords.front() = output.stage;
+  return mesh.rankOf(coords);
+}
+
+std::string shardPath(const std::string &dir, const std::string &name, int64_t writer) {
+  return dir + "/" + name + ".rank" + std::to_string(writer) + ".npy";
+}
+
+/// Whether every shard of `output` is in `dir`; else `error` names a rank
+/// that wrote none.
+bool hasShards(const Mesh &mesh, const ProgramManifest::Output &output, const std::string &dir,
+               std::string &error) {
+  std::error_code ec;
+  for (int64_t r = 0; r < mesh.numDevices(); ++r) {
+    int64_t writer = shardSource(mesh, output, r);
+    if (writer >= 0 && !std::filesystem::exists(shardPath(dir, output.name, writer), ec)) {
+      error = "rank " + std::to_string(writer) + " wrote no shard of output '" + output.name + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+bool assembleOutput(const ProgramManifest &manifest, const ProgramManifest::Output &output,
+                    const std::string &dir, Tensor &global, std::string &error) {
+  const Mesh &mesh = manifest.mesh;
+  if (!hasShards(mesh, output, dir, error))
+    return false;
+  sim::Shards parts(mesh.numDevices());
+  for (int64_t r = 0; r < mesh.numDevices(); ++r)
+    if (int64_t writer = shardSource(mesh, output, r); writer >= 0)
+      if (!io::readNpy(shardPath(dir, output.name, writer), parts[r], error))
+        return false;
+  global = sim::assemble(parts, mesh, output.layout);
+  if (!global.reshape(output.storedShape)) {
+    error = "internal: output '" + output.name + "' assembled as " + shapeToString(global.shape()) +
+            ", not as program.json says";
+    return false;
+  }
+  return true;
+}
+
 bool assembleOutputs(
     const ProgramManifest &manifest, const std::string &programDir, const std::string &outputDir,
     const std::function<void(const std::string &, const std::vector<int64_t> &)> &wrote,
     std::string &error) {
-  const Mesh &mesh = manifest.mesh;
-  int64_t ranks = mesh.numDevices();
+  int64_t ranks = manifest.mesh.numDevices();
   std::string shards = outputDir + "/.shards";
   std::error_code ec;
-  // Rank r's shard of `output`: a pipeline's comes from the ranks of the
-  // stage that wrote it, read as the first stage's (the layout is B on
-  // that axis); none for the other stages' ranks.
-  auto writerOf = [&](const ProgramManifest::Output &output, int64_t r) -> int64_t {
-    if (output.stage == 0)
-      return r;
-    std::vector<int64_t> coords = mesh.coordinates(r);
-    if (coords.front() != 0)
-      return -1;
-    coords.front() = output.stage;
-    return mesh.rankOf(coords);
-  };
-  auto shardPath = [&](const ProgramManifest::Output &output, int64_t writer) {
-    return shards + "/" + output.name + ".rank" + std::to_string(writer) + ".npy";
-  };
-  // Where rank r's shard of `output` is read back from: a replica (B on
-  // an axis) from the coordinate that wrote it (Mesh::replicaWriter), into
-  // coordinate 0's place, which sim::assemble reads; -1 where nothing is
-  // read (other coordinates of a replica, other stages).
-  auto sourceOf = [&](const ProgramManifest::Output &output, int64_t r) -> int64_t {
-    std::vector<int64_t> coords = mesh.coordinates(r);
-    for (size_t axis = 0; axis < output.layout.size(); ++axis)
-      if (output.layout[axis].isBroadcast()) {
-        if (coords[axis] != 0)
-          return -1;
-        coords[axis] = mesh.replicaWriter(output.name, axis);
-      }
-    return writerOf(output, mesh.rankOf(coords));
-  };
   // Every shard that is needed, before writing anything.
   for (const ProgramManifest::Output &output : manifest.outputs)
-    for (int64_t r = 0; r < ranks; ++r) {
-      int64_t writer = sourceOf(output, r);
-      if (writer >= 0 && !std::filesystem::exists(shardPath(output, writer), ec)) {
-        error =
-            "rank " + std::to_string(writer) + " wrote no shard of output '" + output.name + "'";
-        return false;
-      }
-    }
+    if (!hasShards(manifest.mesh, output, shards, error))
+      return false;
   nlohmann::json measured = nlohmann::json::array();
   for (int64_t r = 0; r < ranks; ++r) {
     std::ifstream stats(shards + "/rank" + std::to_string(r) + ".json");
@@ -147,17 +180,9 @@ bool assembleOutputs(
     return false;
   };
   for (const ProgramManifest::Output &output : manifest.outputs) {
-    sim::Shards parts(ranks);
-    for (int64_t r = 0; r < ranks; ++r)
-      if (int64_t writer = sourceOf(output, r); writer >= 0)
-        if (!io::readNpy(shardPath(output, writer), parts[r], error))
-          return abandon();
-    Tensor global = sim::assemble(parts, mesh, output.layout);
-    if (!global.reshape(output.storedShape)) {
-      error = "internal: output '" + output.name + "' assembled as " +
-              shapeToString(global.shape()) + ", not as program.json says";
+    Tensor global;
+    if (!assembleOutput(manifest, output, shards, global, error))
       return abandon();
-    }
     std::string path = outputDir + "/" + output.name + ".npy";
     written.push_back({path, global.shape()});
     if (!io::writeNpy(path + ".partial", global, error))

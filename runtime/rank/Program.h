@@ -23,6 +23,7 @@ struct ProgramManifest {
     std::string name;
     std::vector<int64_t> storedShape;
     DType dtype;
+    NdSbp layout;
   };
   struct Output {
     std::string name;
@@ -41,6 +42,12 @@ struct ProgramManifest {
 /// Reads `dir`/program.json; nullopt with a one-line `error` where it is
 /// missing or is not one sbpc compile wrote.
 std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::string &error);
+
+/// Puts `output` together from the shards the ranks wrote as
+/// `dir`/NAME.rankR.npy, in its stored shape; false with a one-line
+/// `error` where a rank wrote none.
+bool assembleOutput(const ProgramManifest &manifest, const ProgramManifest::Output &output,
+                    const std::string &dir, Tensor &global, std::string &error);
 
 /// Puts each output together from the shards the ranks wrote under
 /// `outputDir`/.shards (NAME.rankR.npy, a pipeline's from its stage's

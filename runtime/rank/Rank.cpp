@@ -171,6 +171,18 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
       repeats_ = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end || repeats_ < 1)
         fail("--repeat expects a positive number of runs, got '" + value + "'");
+    } else if (flag == "--steps") {
+      char *end = nullptr;
+      steps_ = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end || steps_ < 1)
+        fail("--steps expects a positive number of steps, got '" + value + "'");
+    } else if (flag == "--step-outputs") {
+      for (size_t from = 0; from <= value.size();) {
+        size_t comma = std::min(value.find(',', from), value.size());
+        if (comma > from)
+          stepOutputs_.insert(value.substr(from, comma - from));
+        from = comma + 1;
+      }
     } else if (flag == "--profile") {
       if (value != "ops")
         fail("--profile expects ops (time every op), got '" + value + "'");
@@ -186,6 +198,12 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
   }
   if (outputDir_.empty())
     fail("--output-dir is required");
+  if (steps_ > 0 && repeats_ > 1)
+    fail("--repeat and --steps exclude each other (each step is timed)");
+  if (!stepOutputs_.empty() && steps_ == 0)
+    fail("--step-outputs needs --steps");
+  if (steps_ > 0)
+    repeats_ = steps_;
   std::error_code ec;
   std::filesystem::create_directories(outputDir_ + "/.shards", ec);
   if (ec)
@@ -311,6 +329,8 @@ private:
 };
 
 void Rank::beginRepeat() {
+  step_ = static_cast<int64_t>(repeatSeconds_.size());
+  piecesStored_.clear();
   std::string error;
   check(backend_->synchronize(error), error);
   ioSeconds_ = 0;
@@ -333,7 +353,20 @@ void Rank::endRepeat() {
       {seconds, std::max(0.0, seconds - ioSeconds_), backend_->takeComputeSeconds()});
   if (profileOps_)
     closeOps();
+  if (!lastStep()) {
+    // What this step wrote is complete.
+    std::error_code ec;
+    std::filesystem::create_directories(stepDir(), ec);
+    std::string path = stepDir() + "/rank" + std::to_string(rank_) + ".done";
+    std::ofstream done(path);
+    done << seconds << "\n";
+    done.close();
+    if (!done)
+      fail(path + ": cannot write");
+  }
 }
+
+std::string Rank::stepDir() const { return outputDir_ + "/.steps/" + std::to_string(step_ + 1); }
 
 void Rank::markOp(const char *description, const char *shapes) {
   std::string error;
@@ -371,6 +404,14 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
   Block block = blockOf(info_.mesh, layout, global, rank_);
   size_t bytes = static_cast<size_t>(numElements(block.sizes)) *
                  (bf16 ? sizeof(sbprt::bf16) : dtypeSize(dtype));
+  Carried *carried = nullptr;
+  if (isParam && steps_ > 0) {
+    // The first step learns the layout each parameter is loaded in; a later
+    // one loads the update the step before stored, if any.
+    carried = &carried_.try_emplace(name, Carried{layout, global, dtype}).first->second;
+    if (carried->layout != layout || carried->global != global || carried->dtype != dtype)
+      fail("--steps: parameter '" + std::string(name) + "' is loaded in two layouts");
+  }
   // A partial sum is held by coordinate 0 of its axes, zeros elsewhere; a
   // partial max may be held by everyone.
   for (size_t axis = 0; axis < layout.size(); ++axis)
@@ -385,7 +426,10 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
   std::string error;
   Tensor shard;
   std::string what = std::string(isParam ? "parameter '" : "input '") + name + "'";
-  if (isParam) {
+  const Tensor *source = &shard;
+  if (carried && carried->held) {
+    source = &carried->shard;
+  } else if (isParam) {
     if (paramsPath_.empty())
       fail("the program needs parameters: pass --params FILE.safetensors");
     if (!params_) {
@@ -419,41 +463,96 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
            ", expected " + dtypeName(dtype));
   }
   if (bf16) {
-    std::vector<sbprt::bf16> rounded(shard.as<float>(), shard.as<float>() + shard.numElements());
+    std::vector<sbprt::bf16> rounded(source->as<float>(),
+                                     source->as<float>() + source->numElements());
     check(backend_->upload(dst, rounded.data(), bytes, error), error);
     return;
   }
-  check(backend_->upload(dst, shard.data(), bytes, error), error);
+  check(backend_->upload(dst, source->data(), bytes, error), error);
+}
+
+void Rank::fetch(Tensor &into, DType dtype, std::vector<int64_t> sizes, const void *src, bool bf16,
+                 int64_t pieces) {
+  if (pieces > 1)
+    sizes[0] /= pieces;
+  // Else reused: a step's updates fill the last step's (a default Tensor,
+  // with no bytes, is no scalar).
+  if (into.dtype() != dtype || into.shape() != sizes ||
+      into.numBytes() != static_cast<size_t>(numElements(sizes)) * dtypeSize(dtype))
+    into = Tensor(dtype, sizes);
+  std::string error;
+  if (bf16) {
+    std::vector<sbprt::bf16> held(into.numElements());
+    check(backend_->download(held.data(), src, held.size() * sizeof(sbprt::bf16), error), error);
+    std::copy(held.begin(), held.end(), into.as<float>());
+  } else {
+    check(backend_->download(into.data(), src, into.numBytes(), error), error);
+  }
 }
 
 void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
                  const NdSbp &layout, const void *src, bool bf16, int64_t piece, int64_t pieces) {
   IoTimer timer(*this);
+  Block block = blockOf(info_.mesh, layout, global, rank_);
+  Tensor fetched;
+  const Tensor *shard = nullptr; // the shard (or piece) at src as its file holds it
+  if (auto found = carried_.find(name); steps_ > 0 && found != carried_.end()) {
+    // The update of a parameter, which the next step loads as it would read
+    // the file: the same block of the same layout, held by this rank alone.
+    Carried &carried = found->second;
+    bool partial =
+        std::any_of(layout.begin(), layout.end(), [](const Sbp &sbp) { return sbp.isPartial(); });
+    if (carried.layout != layout || carried.global != global || carried.dtype != dtype || partial)
+      fail("--steps: the update of parameter '" + std::string(name) + "' is stored as " +
+           toString(layout) + " " + shapeToString(global) + ", but it is loaded as " +
+           toString(carried.layout) + " " + shapeToString(carried.global) +
+           " (run the steps as launches of one step each)");
+    if (pieces == 1) {
+      fetch(carried.shard, dtype, block.sizes, src, bf16, 1);
+      shard = &carried.shard;
+    } else {
+      fetch(fetched, dtype, block.sizes, src, bf16, pieces);
+      shard = &fetched;
+      if (carried.shard.dtype() != dtype || carried.shard.shape() != block.sizes ||
+          carried.shard.numBytes() != fetched.numBytes() * pieces)
+        carried.shard = Tensor(dtype, block.sizes);
+      // Piece `piece` holds the shard's rows piece, piece + pieces, ...
+      int64_t rows = fetched.shape().empty() ? 1 : fetched.shape()[0];
+      size_t rowBytes = fetched.numBytes() / std::max<int64_t>(rows, 1);
+      const auto *from = static_cast<const unsigned char *>(fetched.data());
+      auto *to = static_cast<unsigned char *>(carried.shard.data());
+      for (int64_t row = 0; row < rows; ++row)
+        std::memcpy(to + (piece + row * pieces) * rowBytes, from + row * rowBytes, rowBytes);
+    }
+    carried.held = true;
+  }
+  if (!lastStep() && !stepOutputs_.count(name))
+    return; // an earlier step keeps only what the next step loads
   for (size_t axis = 0; axis < layout.size(); ++axis)
     if (layout[axis].isBroadcast() && !info_.mesh.isPipelineAxis(axis) &&
         comm_->coordinate(axis) != info_.mesh.replicaWriter(name, axis))
       return; // a replica that another coordinate of this axis writes
-  Block block = blockOf(info_.mesh, layout, global, rank_);
-  std::vector<int64_t> sizes = block.sizes;
-  if (pieces > 1)
-    sizes[0] /= pieces;
-  Tensor shard(dtype, sizes);
-  std::string error;
-  if (bf16) {
-    std::vector<sbprt::bf16> held(shard.numElements());
-    check(backend_->download(held.data(), src, held.size() * sizeof(sbprt::bf16), error), error);
-    std::copy(held.begin(), held.end(), shard.as<float>());
-  } else {
-    check(backend_->download(shard.data(), src, shard.numBytes(), error), error);
+  if (!shard) {
+    fetch(fetched, dtype, block.sizes, src, bf16, pieces);
+    shard = &fetched;
   }
-  std::string path = outputDir_ + "/.shards/" + name + ".rank" + std::to_string(rank_) + ".npy";
+  std::string dir = outputDir_ + "/.shards";
+  if (!lastStep()) {
+    dir = stepDir();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      fail(dir + ": cannot create: " + ec.message());
+  }
+  std::string path = dir + "/" + name + ".rank" + std::to_string(rank_) + ".npy";
+  std::string error;
   if (pieces > 1) {
     // The first piece this run writes makes the file.
-    bool create = piecesStored_.insert(name).second;
-    check(io::writeNpyRows(path, block.sizes, shard, piece, pieces, create, error), error);
+    bool create = piecesStored_.insert(path).second;
+    check(io::writeNpyRows(path, block.sizes, *shard, piece, pieces, create, error), error);
     return;
   }
-  check(io::writeNpy(path, shard, error), error);
+  check(io::writeNpy(path, *shard, error), error);
 }
 
 void Rank::localSlice(size_t axis, int64_t dim, const void *in,

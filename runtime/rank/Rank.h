@@ -4,7 +4,8 @@
 //
 // A rank program is run as
 //   rank<r> --params P.safetensors --input NAME=FILE.npy ... --output-dir D
-//           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N] [--profile ops]
+//           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N | --steps N
+//           [--step-outputs NAME,...]] [--profile ops]
 // by `sbpc run` (or out/launch.sh) under mpirun. It writes D/.shards/:
 // NAME.rank<r>.npy for every output shard it holds (replicas once, by the
 // coordinate Mesh::replicaWriter picks), and
@@ -13,7 +14,14 @@
 // outputs are the same each time), timing each run: `repeats` in
 // rank<r>.json has each run's seconds and its compute seconds (without
 // the time spent loading and storing shards), for benchmarks; bytes sent
-// are those of one run. --profile ops also times every op (from its start
+// are those of one run. --steps N instead runs N training steps: each
+// output named like a parameter this rank loads (its update) is kept in
+// host memory and is the next step's value of that parameter, read in
+// place of the file's; only the last step writes them. An earlier step K
+// (from 1) writes no outputs but those --step-outputs names, as
+// D/.steps/K/NAME.rank<r>.npy, and then D/.steps/K/rank<r>.done, so that
+// `sbpc run --steps` can show each step's loss while the job goes on;
+// `repeats` has each step's seconds. --profile ops also times every op (from its start
 // to the next op's, on the device's clock where the backend keeps one,
 // else the host's) and writes `ops` in rank<r>.json: each op's location,
 // its seconds summed over the runs (those after the first when there are
@@ -158,8 +166,8 @@ public:
       fail(error);
   }
 
-  /// How many times main runs the program (--repeat), and the marks
-  /// around each run.
+  /// How many times main runs the program (--repeat, or --steps), and
+  /// the marks around each run.
   int64_t repeats() const { return repeats_; }
   void beginRepeat();
   void endRepeat();
@@ -179,8 +187,30 @@ private:
   int64_t rank_ = 0;
   std::unique_ptr<comm::Communicator> comm_;
   std::string paramsPath_, outputDir_;
-  /// Outputs stored in pieces (exec.store rows) whose file this run made.
+  /// Files of outputs stored in pieces (exec.store rows) this run made.
   std::set<std::string> piecesStored_;
+  /// --steps: how many (0 without), the one running (from 0), the outputs
+  /// an earlier step writes, and each parameter this rank loads: its
+  /// layout, and once a step has stored its update, the update's shard,
+  /// as its file would hold it.
+  int64_t steps_ = 0, step_ = 0;
+  std::set<std::string> stepOutputs_;
+  struct Carried {
+    NdSbp layout;
+    std::vector<int64_t> global;
+    DType dtype;
+    Tensor shard;
+    bool held = false;
+  };
+  std::map<std::string, Carried> carried_;
+  bool lastStep() const { return steps_ == 0 || step_ + 1 == steps_; }
+  /// Where an earlier step writes (--steps): D/.steps/K.
+  std::string stepDir() const;
+  /// The shard of `sizes` at `src` (a piece of it where `pieces` > 1: a
+  /// 1/pieces of its rows) into `into` as its file holds it (`bf16` in the
+  /// arena becomes f32), reusing `into`'s memory where it fits.
+  void fetch(Tensor &into, DType dtype, std::vector<int64_t> sizes, const void *src, bool bf16,
+             int64_t pieces);
   std::map<std::string, std::string> inputs_;
   std::optional<io::SafetensorsFile> params_;
   uint64_t memoryLimit_ = 0;
