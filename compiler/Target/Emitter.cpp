@@ -247,13 +247,18 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
         std::vector<int64_t> stored;
         if (auto attr = o.getStoredShape())
           stored.assign(attr->begin(), attr->end());
-        // A bf16 value is read from f32 in the file, rounded as it is loaded.
+        // A bf16 value is read from f32 in the file, rounded as it is loaded;
+        // a resident one (ex::kResident) is where the step before left it.
+        std::string flags;
+        if (o->hasAttr(ex::kResident))
+          flags = isBf16(o.getResult()) ? ", true, true" : ", false, true";
+        else if (isBf16(o.getResult()))
+          flags = ", true";
         line(llvm::formatv("r.load({0}, {1}, sbprt::DType::{2}, {3}, {4}, {5}, {6}{7});",
                            o.getKind() == "param" ? "true" : "false", quoted(o.getName()),
                            type.getElementType().isInteger(64) ? "I64" : "F32",
                            list(o.getGlobalShape()), list(stored),
-                           layoutLiteral(o.getLayout().toLayout()), ref(o.getResult()),
-                           isBf16(o.getResult()) ? ", true" : ""));
+                           layoutLiteral(o.getLayout().toLayout()), ref(o.getResult()), flags));
         return success();
       })
       .Case([&](ex::StoreOp o) {
@@ -264,6 +269,8 @@ LogicalResult Emitter::emitExecOp(Operation *op) {
           piece = llvm::formatv(", {0}, {1}, {2}", isBf16(o.getValue()) ? "true" : "false",
                                 (*rows)[0], (*rows)[1])
                       .str();
+        else if (o->hasAttr(ex::kResident))
+          piece = llvm::formatv(", {0}, 0, 1, true", isBf16(o.getValue()) ? "true" : "false").str();
         else if (isBf16(o.getValue()))
           piece = ", true";
         line(llvm::formatv("r.store({0}, sbprt::DType::{1}, {2}, {3}, {4}{5});",

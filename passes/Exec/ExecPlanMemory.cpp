@@ -9,6 +9,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -117,6 +120,66 @@ uint64_t placeLargestFirst(const std::vector<Piece> &blocks, std::vector<uint64_
   return peak;
 }
 
+/// Whether `op` computes its result `result` from its operand `operand`
+/// element by element, each element read before it is written, so that
+/// the two may share a place: an optimizer's update of a parameter or of
+/// one of its states.
+bool updatesInPlace(Operation *op, unsigned operand, unsigned result) {
+  if (isa<sbpc::graph::AdamwUpdateOp>(op))
+    return (operand == 0 && result == 0) || (operand == 2 && result == 1) ||
+           (operand == 3 && result == 2);
+  if (isa<sbpc::graph::SgdUpdateOp>(op))
+    return (operand == 0 && result == 0) || (operand == 2 && result == 1);
+  return false;
+}
+
+/// A parameter's place and the place of its update that takes it over.
+struct Resident {
+  LoadOp load;
+  StoreOp store;
+  Value oldPlace, newPlace;
+};
+
+/// The parameters whose update (stored under the parameter's name, whole,
+/// in its type) can take the parameter's place: the parameter dead before
+/// the update is made, or read by the op that makes it in place.
+std::vector<Resident> findResidents(Block &body, const llvm::DenseMap<Operation *, size_t> &index,
+                                    const llvm::DenseMap<Value, Value> &owner,
+                                    const llvm::DenseMap<Value, size_t> &lastUse) {
+  llvm::StringMap<LoadOp> loads;
+  llvm::StringSet<> twice;
+  for (auto load : body.getOps<LoadOp>())
+    if (load.getKind() == "param" && !loads.try_emplace(load.getName(), load).second)
+      twice.insert(load.getName());
+  std::vector<Resident> residents;
+  llvm::DenseSet<Value> taken;
+  for (auto store : body.getOps<StoreOp>()) {
+    auto load = loads.lookup(store.getName());
+    if (!load || twice.contains(store.getName()) || store.getRows() ||
+        store.getValue().getType() != load.getType() || store.getLayout() != load.getLayout() ||
+        store.getGlobalShape() != load.getGlobalShape())
+      continue;
+    Value oldPlace = owner.lookup(load.getResult()), newPlace = owner.lookup(store.getValue());
+    Operation *maker = newPlace.getDefiningOp();
+    if (oldPlace == newPlace || !maker || isa<LoadOp>(maker) ||
+        valueBytes(oldPlace) != valueBytes(newPlace) || !taken.insert(oldPlace).second ||
+        !taken.insert(newPlace).second)
+      continue;
+    size_t dies = lastUse.lookup(oldPlace), made = index.lookup(maker);
+    bool inPlace = false;
+    if (dies == made)
+      for (OpOperand &use : maker->getOpOperands())
+        if (owner.lookup(use.get()) == oldPlace)
+          inPlace = updatesInPlace(maker, use.getOperandNumber(),
+                                   cast<OpResult>(newPlace).getResultNumber()) &&
+                    llvm::count_if(maker->getOperands(),
+                                   [&](Value v) { return owner.lookup(v) == oldPlace; }) == 1;
+    if (dies < made || inPlace)
+      residents.push_back({load, store, oldPlace, newPlace});
+  }
+  return residents;
+}
+
 /// Past this many blocks the largest-first plan (quadratic: 0.4 s for
 /// 21,000) is not tried.
 constexpr size_t kMostBlocksLargestFirst = 40000;
@@ -146,13 +209,21 @@ LogicalResult planProgram(func::FuncOp program, StringRef placement) {
       for (Operation *user : result.getUsers())
         last = std::max(last, index.lookup(user));
     }
+  // A training step's update of a parameter takes the parameter's place,
+  // which lives through the whole program: the next step run in the same
+  // process finds it there and loads nothing.
+  std::vector<Resident> residents = findResidents(body, index, owner, lastUse);
+  llvm::DenseMap<Value, Value> sharing; // the update's place -> the parameter's
+  for (const Resident &r : residents)
+    sharing[r.newPlace] = r.oldPlace;
   // The blocks: each place's, and each collective's scratch during its op.
   std::vector<Piece> blocks;
   llvm::DenseMap<Value, size_t> blockOf;
   llvm::DenseMap<Operation *, size_t> scratchOf;
+  size_t end = body.getOperations().size() - 1;
   for (auto [i, op] : llvm::enumerate(body)) {
     for (Value result : op.getResults())
-      if (owner.lookup(result) == result) {
+      if (owner.lookup(result) == result && !sharing.count(result)) {
         blockOf[result] = blocks.size();
         blocks.push_back({valueBytes(result), i, lastUse.lookup(result)});
       }
@@ -163,18 +234,35 @@ LogicalResult planProgram(func::FuncOp program, StringRef placement) {
         blocks.push_back({bytes, i, i});
       }
   }
+  for (const auto &[newPlace, oldPlace] : sharing) {
+    size_t block = blockOf.lookup(oldPlace);
+    blockOf[newPlace] = block;
+    blocks[block].first = 0;
+    blocks[block].last = end;
+  }
+  // The plans take blocks in program order: by their first op.
+  std::vector<size_t> order(blocks.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return blocks[a].first < blocks[b].first; });
+  std::vector<Piece> ordered;
+  for (size_t k : order)
+    ordered.push_back(blocks[k]);
   // In program order, largest first, or (`smaller`) the smaller of the two.
-  std::vector<uint64_t> offsets(blocks.size()), largestFirst(blocks.size());
+  std::vector<uint64_t> placed(blocks.size()), largestFirst(blocks.size());
   uint64_t arenaBytes = 0;
   if (placement != "largest-first")
-    arenaBytes = placeInOrder(blocks, offsets);
+    arenaBytes = placeInOrder(ordered, placed);
   if (placement == "largest-first" ||
       (placement == "smaller" && blocks.size() <= kMostBlocksLargestFirst))
-    if (uint64_t bytes = placeLargestFirst(blocks, largestFirst);
+    if (uint64_t bytes = placeLargestFirst(ordered, largestFirst);
         placement == "largest-first" || bytes < arenaBytes) {
       arenaBytes = bytes;
-      offsets.swap(largestFirst);
+      placed.swap(largestFirst);
     }
+  std::vector<uint64_t> offsets(blocks.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    offsets[order[k]] = placed[k];
   Builder b(program.getContext());
   for (Operation &op : body) {
     SmallVector<int64_t> resultOffsets;
@@ -185,6 +273,10 @@ LogicalResult planProgram(func::FuncOp program, StringRef placement) {
     if (auto scratch = scratchOf.find(&op); scratch != scratchOf.end())
       op.setAttr(kScratchOffset,
                  b.getI64IntegerAttr(static_cast<int64_t>(offsets[scratch->second])));
+  }
+  for (const Resident &r : residents) {
+    r.load->setAttr(kResident, b.getUnitAttr());
+    r.store->setAttr(kResident, b.getUnitAttr());
   }
   program->setAttr(kArenaBytes, b.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
   return success();

@@ -26,6 +26,16 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
     (the highest byte any of them reaches) on the program: the rank
     allocates exactly that, once.
 
+    A parameter's update stored under the parameter's name (a training
+    step's, in the parameter's type and layout) takes the parameter's place
+    where the parameter is dead before the update is made, or where the op
+    that makes it is an optimizer's update (`graph.sgd_update`,
+    `graph.adamw_update`: each element read before it is written) of that
+    parameter or state; the place then lives through the whole program, and
+    the load and the store are marked `exec.resident`: a rank running
+    several steps (`--steps`) finds the update where the next step's load
+    reads, and copies nothing.
+
     ```mlir
     %0 = exec.load "input" "x" global [8, 4] [S(0)] {exec.offsets = array<i64: 0>}
         : tensor<4x4xf32>

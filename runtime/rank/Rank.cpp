@@ -398,8 +398,8 @@ void Rank::closeOps() {
 }
 
 void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
-                const std::vector<int64_t> &stored, const NdSbp &layout, void *dst,
-                bool bf16) {
+                const std::vector<int64_t> &stored, const NdSbp &layout, void *dst, bool bf16,
+                bool resident) {
   IoTimer timer(*this);
   Block block = blockOf(info_.mesh, layout, global, rank_);
   size_t bytes = static_cast<size_t>(numElements(block.sizes)) *
@@ -411,6 +411,12 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
     carried = &carried_.try_emplace(name, Carried{layout, global, dtype}).first->second;
     if (carried->layout != layout || carried->global != global || carried->dtype != dtype)
       fail("--steps: parameter '" + std::string(name) + "' is loaded in two layouts");
+    if (carried->held && carried->inArena) {
+      if (!resident || carried->at != dst)
+        fail("internal: --steps: the update of parameter '" + std::string(name) +
+             "' was left in the arena where its load does not read");
+      return; // the step before left it here
+    }
   }
   // A partial sum is held by coordinate 0 of its axes, zeros elsewhere; a
   // partial max may be held by everyone.
@@ -491,7 +497,8 @@ void Rank::fetch(Tensor &into, DType dtype, std::vector<int64_t> sizes, const vo
 }
 
 void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
-                 const NdSbp &layout, const void *src, bool bf16, int64_t piece, int64_t pieces) {
+                 const NdSbp &layout, const void *src, bool bf16, int64_t piece, int64_t pieces,
+                 bool resident) {
   IoTimer timer(*this);
   Block block = blockOf(info_.mesh, layout, global, rank_);
   Tensor fetched;
@@ -507,7 +514,10 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
            toString(layout) + " " + shapeToString(global) + ", but it is loaded as " +
            toString(carried.layout) + " " + shapeToString(carried.global) +
            " (run the steps as launches of one step each)");
-    if (pieces == 1) {
+    carried.inArena = resident && pieces == 1;
+    if (carried.inArena) {
+      carried.at = src; // where the next step's load reads it: nothing to copy
+    } else if (pieces == 1) {
       fetch(carried.shard, dtype, block.sizes, src, bf16, 1);
       shard = &carried.shard;
     } else {

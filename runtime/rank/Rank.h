@@ -133,16 +133,20 @@ public:
   /// `global` shape and `dtype` laid out as `layout`, into `dst`. `stored`
   /// is the shape in the file when it differs (same elements), else empty.
   /// `bf16`: the file holds f32 (`dtype`), the arena bf16, rounded to
-  /// nearest even on the way in.
+  /// nearest even on the way in. `resident`: the store of the parameter's
+  /// update has the same place, which nothing else takes (exec.resident),
+  /// so that a step after the first (--steps) finds the value there.
   void load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
-            const std::vector<int64_t> &stored, const NdSbp &layout, void *dst,
-            bool bf16 = false);
+            const std::vector<int64_t> &stored, const NdSbp &layout, void *dst, bool bf16 = false,
+            bool resident = false);
   /// Writes this rank's shard of output `name` unless another rank holds
   /// the same replica. `bf16`: the arena holds bf16, written as f32. With
   /// `pieces` > 1, `src` is piece `piece` of the shard: its rows piece,
   /// piece + pieces, ... (exec.store rows), written into the shard's file.
+  /// `resident`: a parameter's update where its load is (see load).
   void store(const char *name, DType dtype, const std::vector<int64_t> &global, const NdSbp &layout,
-             const void *src, bool bf16 = false, int64_t piece = 0, int64_t pieces = 1);
+             const void *src, bool bf16 = false, int64_t piece = 0, int64_t pieces = 1,
+             bool resident = false);
 
   /// B -> S(dim) on `axis`: the block at this rank's coordinate.
   void localSlice(size_t axis, int64_t dim, const void *in, const std::vector<int64_t> &inShape,
@@ -191,8 +195,9 @@ private:
   std::set<std::string> piecesStored_;
   /// --steps: how many (0 without), the one running (from 0), the outputs
   /// an earlier step writes, and each parameter this rank loads: its
-  /// layout, and once a step has stored its update, the update's shard,
-  /// as its file would hold it.
+  /// layout, and once a step has stored its update, where that is: left
+  /// in its place in the arena (`inArena`, a resident store), else copied
+  /// into `shard` as its file would hold it.
   int64_t steps_ = 0, step_ = 0;
   std::set<std::string> stepOutputs_;
   struct Carried {
@@ -200,7 +205,8 @@ private:
     std::vector<int64_t> global;
     DType dtype;
     Tensor shard;
-    bool held = false;
+    bool held = false, inArena = false;
+    const void *at = nullptr;
   };
   std::map<std::string, Carried> carried_;
   bool lastStep() const { return steps_ == 0 || step_ + 1 == steps_; }

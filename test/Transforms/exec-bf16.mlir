@@ -47,11 +47,14 @@ func.func @step() attributes {exec.ranks = array<i64: 0, 1>} {
 // CHECK:      exec.store %[[T1]] "optimizer.step" {{.*}} : tensor<f32>
 
 // The weight's bf16 copy takes 64 bytes of the arena, the f32 weight 128
-// (placed in program order).
+// (placed in program order; the weight and its states first, as their
+// places, which their updates take, live through the whole step).
 // PLAN-LABEL: func.func @step()
-// PLAN:      exec.load "param" "w" {{.*}}exec.offsets = array<i64: 64>{{.*}} : tensor<8x4xf32>
-// PLAN-NEXT: exec.convert {{.*}}exec.offsets = array<i64: 192>{{.*}} to tensor<8x4xbf16>
-// PLAN-NEXT: exec.load "param" "optimizer.m.w" {{.*}}exec.offsets = array<i64: 256>
+// PLAN:      exec.load "param" "w" {{.*}}exec.offsets = array<i64: 64>, exec.resident} : tensor<8x4xf32>
+// PLAN-NEXT: exec.convert {{.*}}exec.offsets = array<i64: 448>{{.*}} to tensor<8x4xbf16>
+// PLAN-NEXT: exec.load "param" "optimizer.m.w" {{.*}}exec.offsets = array<i64: 192>, exec.resident}
+// PLAN-NEXT: exec.load "param" "optimizer.v.w" {{.*}}exec.offsets = array<i64: 320>, exec.resident}
+// PLAN-NEXT: exec.load "param" "optimizer.step" {{.*}}exec.offsets = array<i64: 512>} :
 
 // -----
 

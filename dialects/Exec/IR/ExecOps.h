@@ -24,6 +24,11 @@ constexpr llvm::StringLiteral kArenaBytes = "exec.arena_bytes";
 /// and of the scratch memory a collective needs.
 constexpr llvm::StringLiteral kOffsets = "exec.offsets";
 constexpr llvm::StringLiteral kScratchOffset = "exec.scratch_offset";
+/// Unit attribute --exec-plan-memory sets on the load of a parameter and
+/// the store of its update (of the same name) when they share one place
+/// that nothing else takes while the program runs: the next training step
+/// in the same process (the rank's --steps) finds the update there.
+constexpr llvm::StringLiteral kResident = "exec.resident";
 
 /// Op attribute set by --sbp-spmdize on the ops whose ids are checked at
 /// run time (sbpc::idsOperandOf): where the ids come from in the input the
