@@ -1,6 +1,7 @@
 // Host tensor helpers.
 #include "runtime/Tensor.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace sbprt {
@@ -57,6 +58,11 @@ int64_t numElements(const std::vector<int64_t> &shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+bool isBatches(const std::vector<int64_t> &fileShape, const std::vector<int64_t> &shape) {
+  return fileShape.size() == shape.size() + 1 && fileShape.front() >= 1 &&
+         std::equal(shape.begin(), shape.end(), fileShape.begin() + 1);
 }
 
 std::string shapeToString(const std::vector<int64_t> &shape) {

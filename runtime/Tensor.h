@@ -30,6 +30,11 @@ int64_t numElements(const std::vector<int64_t> &shape);
 /// "[2, 16, 64]".
 std::string shapeToString(const std::vector<int64_t> &shape);
 
+/// Whether an input file of `fileShape` holds batches of `shape`, one a
+/// training step: `shape` with one more leading dimension, their number,
+/// of at least 1 (`sbpc run --steps`: step k takes batch k modulo it).
+bool isBatches(const std::vector<int64_t> &fileShape, const std::vector<int64_t> &shape);
+
 class Tensor {
 public:
   Tensor() = default;

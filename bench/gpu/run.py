@@ -342,12 +342,12 @@ def sbpc_time(args, program, params, inputs, train=False):
 
 def sbpc_op_profile(args, program, params, inputs, train=False):
     """One more run of the program with `--profile ops` (two runs, the
-    second counted; a training step's --steps 3, the last two counted, and
+    second counted; a training step's --steps 4, the middle two counted, and
     halved): seconds per kind of op ("exec.linear", "graph.matmul", ...) in
     one run, loads and stores left out as the timings leave them out."""
     res = os.path.join(args.workdir, os.path.basename(program) + "-ops")
     os.makedirs(os.path.join(res, ".shards"), exist_ok=True)
-    runs = ["--steps", "3"] if train else ["--repeat", "2"]
+    runs = ["--steps", "4"] if train else ["--repeat", "2"]
     run([os.path.join(program, "launch.sh"), "--no-assemble", "--params", params,
          *[a for name, path in inputs for a in ("--input", f"{name}={path}")],
          *runs, "--profile", "ops", "--timeout", str(args.timeout),
@@ -592,18 +592,19 @@ def measure(args, peaks, name):
 
 
 def steps_note(records):
-    """What sbpc's training steps' times leave out: the copies that carry
-    the state from one step to the next."""
+    """What sbpc's training steps' times leave out: their loads and stores
+    (the copies that carry state from one step to the next)."""
     steps = [r for r in records if r["workload"] == "train" and "sbpc_run_seconds" in r]
     if not steps:
         return ""
     each = "; ".join(f"{r['model']} {r['precision']}"
                      f"{' (' + r['variant'] + ')' if 'variant' in r else ''} "
                      f"{1e3 * r['sbpc_run_seconds']:.1f} ms" for r in steps)
-    return ("sbpc's training steps run as `sbpc run --steps` runs them, in one launch, each "
-            "step's updates the next one's parameters; the rows time the steps between the "
-            "first and the last without their copies of the state from step to step (host "
-            f"memory); with them a step takes: {each}.\n")
+    return ("sbpc's training steps run as `sbpc run --steps` runs them: in one launch, each "
+            "step's updates the next one's parameters (left in place where the memory plan "
+            "made them resident, else copied through host memory); the rows time the steps "
+            "between the first and the last without their loads and stores, with which a "
+            f"step takes: {each}.\n")
 
 
 def model_table(records, peaks):

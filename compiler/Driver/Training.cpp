@@ -32,10 +32,12 @@ struct StateEntry {
   sbprt::DType dtype;
 };
 
-/// The parameters a step program loads and the outputs it stores (a
-/// compiled one's `manifest` too).
+/// The parameters a step program loads, the shape of each input and the
+/// outputs it stores (a compiled one's `manifest` too).
 LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
-                       std::vector<StateEntry> &params, std::vector<std::string> &outputs,
+                       std::vector<StateEntry> &params,
+                       std::map<std::string, std::vector<int64_t>> &inputs,
+                       std::vector<std::string> &outputs,
                        std::optional<sbpc::ProgramManifest> &manifest) {
   if (isDir) {
     FailureOr<sbpc::ProgramManifest> read = sbpc::readProgramManifest(target);
@@ -45,6 +47,8 @@ LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
     for (const sbpc::ProgramManifest::Load &load : manifest->loads)
       if (load.isParam)
         params.push_back({load.name, load.storedShape, load.dtype});
+      else
+        inputs[load.name] = load.storedShape;
     for (const sbpc::ProgramManifest::Output &output : manifest->outputs)
       outputs.push_back(output.name);
     return success();
@@ -56,8 +60,10 @@ LogicalResult describe(MLIRContext &ctx, const std::string &target, bool isDir,
   if (failed(signature))
     return failure();
   for (const sbpc::ModelArgument &arg : signature->arguments) {
-    if (arg.kind != sbpc::ModelArgument::Kind::Param)
+    if (arg.kind != sbpc::ModelArgument::Kind::Param) {
+      inputs[arg.name].assign(arg.type().getShape().begin(), arg.type().getShape().end());
       continue;
+    }
     std::optional<sbprt::DType> dtype = sbpc::toDType(arg.type().getElementType());
     if (!dtype)
       return emitError(arg.value.getLoc())
@@ -86,6 +92,14 @@ bool stepsInOneLaunch(const sbpc::ProgramManifest &manifest) {
   return true;
 }
 
+/// An input of the steps: its file, and where that holds batches (one
+/// more leading dimension), how many and the shape of one.
+struct StepInput {
+  std::string name, path;
+  int64_t batches = 0;
+  std::vector<int64_t> shape;
+};
+
 bool writeState(const std::string &path, const std::map<std::string, sbprt::Tensor> &state,
                 std::string &error) {
   std::vector<std::pair<std::string, const sbprt::Tensor *>> tensors;
@@ -105,9 +119,10 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     return reportError("--steps must be at least 1, got " + std::to_string(command.steps));
   bool isDir = llvm::sys::fs::is_directory(command.target);
   std::vector<StateEntry> params;
+  std::map<std::string, std::vector<int64_t>> inputShapes;
   std::vector<std::string> outputs;
   std::optional<sbpc::ProgramManifest> manifest;
-  if (failed(describe(ctx, command.target, isDir, params, outputs, manifest)))
+  if (failed(describe(ctx, command.target, isDir, params, inputShapes, outputs, manifest)))
     return failure();
   if (llvm::find(outputs, "loss") == outputs.end())
     return reportError(command.target + " has no output named 'loss' to train");
@@ -127,6 +142,31 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
                                      {"losses.npy", "params.safetensors", "run.json", ".train/"},
                                      read)))
     return failure();
+
+  // Each input: the same batch every step, or a file of S batches (one
+  // more leading dimension), step k taking batch k modulo S. (A file that
+  // cannot be read, or an input the program lacks, is the run's to report.)
+  std::vector<StepInput> stepInputs;
+  for (const std::string &spec : command.inputs) {
+    auto [name, path] = llvm::StringRef(spec).split('=');
+    StepInput input{name.str(), path.str()};
+    sbprt::DType dtype;
+    std::vector<int64_t> shape;
+    std::string unread;
+    auto known = inputShapes.find(input.name);
+    if (known != inputShapes.end() && sbprt::io::readNpyHeader(input.path, dtype, shape, unread)) {
+      if (sbprt::isBatches(shape, known->second)) {
+        input.batches = shape.front();
+        input.shape = known->second;
+      } else if (shape != known->second) {
+        return reportError(input.path + ": input '" + input.name + "' has shape " +
+                           sbprt::shapeToString(shape) + ", expected " +
+                           sbprt::shapeToString(known->second) +
+                           " (or [S, ...] with it: S batches, a step each)");
+      }
+    }
+    stepInputs.push_back(std::move(input));
+  }
 
   // The state: every parameter from the file; optimizer states it lacks
   // start at zero, the step counter at 1.
@@ -233,14 +273,33 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     if (failed(takeState()))
       return failure();
   }
+  // A step a launch: a file of batches gives each its own.
+  std::string batchDir = joinPath(work, "inputs");
+  if (std::error_code ec = llvm::sys::fs::create_directories(batchDir))
+    return reportError(batchDir + ": cannot create: " + ec.message());
   for (int64_t step = 0; !oneLaunch && step < command.steps; ++step) {
     if (!writeState(statePath, state, error))
       return reportError(error);
-    LogicalResult ran = isDir
-                            ? runCompiled({command.target, statePath, command.inputs, stepDir,
-                                           command.memoryLimit, command.timeout, /*quiet=*/true})
-                            : runReference(ctx, {command.target, statePath, command.inputs, stepDir,
-                                                 /*quiet=*/true});
+    std::vector<std::string> inputs;
+    for (const StepInput &input : stepInputs) {
+      if (!input.batches) {
+        inputs.push_back(input.name + "=" + input.path);
+        continue;
+      }
+      std::vector<int64_t> offsets(input.shape.size() + 1, 0), sizes = input.shape, shape;
+      offsets.front() = step % input.batches;
+      sizes.insert(sizes.begin(), 1);
+      sbprt::Tensor batch;
+      std::string path = joinPath(batchDir, input.name + ".npy");
+      if (!sbprt::io::readNpySlice(input.path, offsets, sizes, batch, shape, error) ||
+          !batch.reshape(input.shape) || !sbprt::io::writeNpy(path, batch, error))
+        return reportError(error);
+      inputs.push_back(input.name + "=" + path);
+    }
+    LogicalResult ran =
+        isDir ? runCompiled({command.target, statePath, inputs, stepDir, command.memoryLimit,
+                             command.timeout, /*quiet=*/true})
+              : runReference(ctx, {command.target, statePath, inputs, stepDir, /*quiet=*/true});
     if (failed(ran))
       return reportError("step " + std::to_string(step + 1) + " of " +
                          std::to_string(command.steps) + " failed");

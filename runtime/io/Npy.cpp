@@ -255,6 +255,16 @@ bool readNpy(const std::string &path, Tensor &out, std::string &error) {
   return true;
 }
 
+bool readNpyHeader(const std::string &path, DType &dtype, std::vector<int64_t> &shape,
+                   std::string &error) {
+  NpyFile npy;
+  if (!openNpy(path, npy, error))
+    return false;
+  dtype = npy.dtype;
+  shape = std::move(npy.shape);
+  return true;
+}
+
 bool readNpySlice(const std::string &path, const std::vector<int64_t> &offsets,
                   const std::vector<int64_t> &sizes, Tensor &out,
                   std::vector<int64_t> &fileShape, std::string &error) {

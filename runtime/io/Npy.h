@@ -13,6 +13,10 @@ namespace sbprt::io {
 /// sets `error` to a one-line message starting with the path.
 bool readNpy(const std::string &path, Tensor &out, std::string &error);
 
+/// Reads only the header of a .npy file: its element type and shape.
+bool readNpyHeader(const std::string &path, DType &dtype, std::vector<int64_t> &shape,
+                   std::string &error);
+
 /// Reads the block [offsets[d], offsets[d] + sizes[d]) of every dimension
 /// of the array in a .npy file, seeking over the rest; `fileShape` gets the
 /// array's shape (also when the block does not fit it).

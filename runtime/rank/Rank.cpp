@@ -380,7 +380,10 @@ void Rank::markOp(const char *description, const char *shapes) {
 /// Adds the run's op times to the totals (once the work is done): every run
 /// when there is one, else those after the first.
 void Rank::closeOps() {
+  // (closeOps comes after endRepeat's count: the run is repeatSeconds_'s last.)
   bool counted = repeats_ == 1 || repeatSeconds_.size() > 1;
+  if (steps_ > 2 && lastStep())
+    counted = false; // --steps: the last step writes every output
   for (size_t i = 0; counted && i + 1 < opStarts_.size(); ++i) {
     const OpStart &from = opStarts_[i], &to = opStarts_[i + 1];
     double seconds = std::chrono::duration<double>(to.host - from.host).count();
@@ -457,13 +460,28 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
     auto file = inputs_.find(name);
     if (file == inputs_.end())
       fail("no file for " + what + ": pass --input " + std::string(name) + "=FILE.npy");
+    std::vector<int64_t> offsets = block.offsets, sizes = block.sizes;
+    // --steps: a file of one more leading dimension holds a batch a step,
+    // step k reading batch k modulo their number.
+    DType fileType;
+    std::vector<int64_t> fileShape;
+    if (steps_ > 0 && io::readNpyHeader(file->second, fileType, fileShape, error) &&
+        isBatches(fileShape, global)) {
+      offsets.insert(offsets.begin(), step_ % fileShape.front());
+      sizes.insert(sizes.begin(), 1);
+    }
+    bool batches = offsets.size() > block.offsets.size();
     // {-1} until the file's header gives its shape ([] for a scalar).
     std::vector<int64_t> shape = {-1};
-    bool ok = io::readNpySlice(file->second, block.offsets, block.sizes, shard, shape, error);
-    if (shape != std::vector<int64_t>{-1} && shape != global)
+    bool ok = io::readNpySlice(file->second, offsets, sizes, shard, shape, error);
+    if (shape != std::vector<int64_t>{-1} && shape != global && !batches)
       fail(file->second + ": " + what + " has shape " + shapeToString(shape) + ", expected " +
-           shapeToString(global));
+           shapeToString(global) +
+           (steps_ > 0 ? " (or [S, ...] with it: S batches, a step each)" : ""));
     check(ok, error);
+    if (batches && !shard.reshape(block.sizes))
+      fail("internal: " + what + ": a batch of " + shapeToString(shard.shape()) + " is not " +
+           shapeToString(block.sizes));
     if (shard.dtype() != dtype)
       fail(file->second + ": " + what + " has dtype " + dtypeName(shard.dtype()) +
            ", expected " + dtypeName(dtype));

@@ -15,17 +15,22 @@
 // rank<r>.json has each run's seconds and its compute seconds (without
 // the time spent loading and storing shards), for benchmarks; bytes sent
 // are those of one run. --steps N instead runs N training steps: each
-// output named like a parameter this rank loads (its update) is kept in
-// host memory and is the next step's value of that parameter, read in
-// place of the file's; only the last step writes them. An earlier step K
-// (from 1) writes no outputs but those --step-outputs names, as
-// D/.steps/K/NAME.rank<r>.npy, and then D/.steps/K/rank<r>.done, so that
-// `sbpc run --steps` can show each step's loss while the job goes on;
-// `repeats` has each step's seconds. --profile ops also times every op (from its start
-// to the next op's, on the device's clock where the backend keeps one,
-// else the host's) and writes `ops` in rank<r>.json: each op's location,
-// its seconds summed over the runs (those after the first when there are
-// several, the first paying one-time costs), and how often it ran. A load's
+// output named like a parameter this rank loads (its update) is the next
+// step's value of that parameter, in place of the file's: left where it
+// is when the memory plan gave it the parameter's place (a resident load
+// and store), else kept in host memory. Only the last step writes them.
+// An input file of one more leading dimension holds S batches, step k
+// reading batch k mod S. An earlier step K (from 1) writes no outputs but
+// those --step-outputs names, as D/.steps/K/NAME.rank<r>.npy, and then
+// D/.steps/K/rank<r>.done, so that `sbpc run --steps` can show each step's
+// loss while the job goes on; `repeats` has each step's seconds.
+// --profile ops also times every op (from its start to the next op's, on
+// the device's clock where the backend keeps one, else the host's) and
+// writes `ops` in rank<r>.json: each op's location, its seconds summed
+// over the runs (those after the first when there are several, the first
+// paying one-time costs; with --steps N above 2, those between the first
+// and the last, which writes every output), and how
+// often it ran. A load's
 // or store's time includes the host's reading or writing of its file.
 // Any error prints one line "rank R failed in OP: MESSAGE" and ends the
 // whole job; so does an op that makes no progress for --timeout seconds
