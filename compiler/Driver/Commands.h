@@ -73,8 +73,9 @@ struct RunCompiledCommand {
   /// (assembleOutput), with a rankR.done from each rank once it has.
   int64_t steps = 0;
   std::vector<std::string> stepOutputs;
-  /// Called now and then while the ranks run, and once after they have.
-  std::function<void()> whileRunning;
+  /// Called now and then while the ranks run, and once after they have;
+  /// false stops them (the run then fails).
+  std::function<bool()> whileRunning;
 };
 mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -76,10 +77,10 @@ std::vector<std::string> runtimeWarnings(const std::string &log) {
 /// Runs the job to its end, as llvm::sys::ExecuteAndWait does (its exit
 /// code; negative where it could not start or was killed, with `error`
 /// set), calling `whileRunning` every quarter of a second where given,
-/// and once at the end.
+/// and once at the end; where it returns false the job is stopped.
 int runJob(llvm::ArrayRef<llvm::StringRef> argv, std::optional<llvm::ArrayRef<llvm::StringRef>> env,
            llvm::ArrayRef<std::optional<llvm::StringRef>> redirects,
-           const std::function<void()> &whileRunning, std::string &error) {
+           const std::function<bool()> &whileRunning, bool &stopped, std::string &error) {
   if (!whileRunning)
     return llvm::sys::ExecuteAndWait(argv[0], argv, env, redirects, 0, 0, &error);
   bool failed = false;
@@ -91,10 +92,16 @@ int runJob(llvm::ArrayRef<llvm::StringRef> argv, std::optional<llvm::ArrayRef<ll
     llvm::sys::ProcessInfo done = llvm::sys::Wait(job, /*SecondsToWait=*/0, &error,
                                                   /*ProcStat=*/nullptr, /*Polling=*/true);
     if (done.Pid != 0) {
-      whileRunning();
+      stopped = !whileRunning();
       return done.ReturnCode;
     }
-    whileRunning();
+    if (!whileRunning()) {
+      // mpirun passes the signal on to the ranks.
+      ::kill(job.Pid, SIGTERM);
+      llvm::sys::Wait(job, std::nullopt, &error);
+      stopped = true;
+      return -1;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
 }
@@ -208,6 +215,7 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     llvm::errs() << "sbpc: running " << ranks << (ranks == 1 ? " rank" : " ranks") << "\n";
   constexpr int kLaunches = 3;
   int code = 0;
+  bool stopped = false;
   for (int launch = 1;; ++launch) {
     // Each job gets an Open MPI session directory of its own (a short
     // path: it holds sockets): jobs started at once, as tests in parallel,
@@ -223,9 +231,11 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     }
     std::vector<llvm::StringRef> env(environment.begin(), environment.end());
     code = runJob(argv, environment.empty() ? std::nullopt : std::optional(llvm::ArrayRef(env)),
-                  redirects, command.whileRunning, error);
+                  redirects, command.whileRunning, stopped, error);
     if (!session.empty())
       llvm::sys::fs::remove_directories(session);
+    if (stopped)
+      return failure(); // the caller says why
     if (code == 0 || launch == kLaunches || !launchFailed(log))
       break;
     llvm::errs() << "sbpc: warning: mpirun could not start every rank (" << log

@@ -87,6 +87,7 @@ bool stepsInOneLaunch(const sbpc::ProgramManifest &manifest) {
     for (const sbpc::ProgramManifest::Load &load : manifest.loads)
       if (load.isParam && load.name == output.name &&
           (load.layout != output.layout || load.storedShape != output.storedShape ||
+           load.shape != output.shape ||
            llvm::any_of(load.layout, [](const sbprt::Sbp &sbp) { return sbp.isPartial(); })))
         return false;
   return true;
@@ -242,18 +243,20 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     const sbpc::ProgramManifest::Output &lossOutput =
         *llvm::find_if(manifest->outputs, [](const auto &o) { return o.name == "loss"; });
     std::string lossError;
+    // (A loss that cannot be put together stops the job.)
     auto showSteps = [&] {
       while (lossError.empty() && static_cast<int64_t>(losses.size()) + 1 < command.steps) {
         std::string dir = joinPath(stepDir, ".steps/" + std::to_string(losses.size() + 1));
         for (int64_t r = 0; r < manifest->mesh.numDevices(); ++r)
           if (!llvm::sys::fs::exists(joinPath(dir, "rank" + std::to_string(r) + ".done")))
-            return;
+            return true;
         sbprt::Tensor loss;
         if (!sbprt::rank::assembleOutput(*manifest, lossOutput, dir, loss, lossError))
-          return;
+          return false;
         showLoss(loss);
         llvm::sys::fs::remove_directories(dir);
       }
+      return lossError.empty();
     };
     if (!writeState(statePath, state, error))
       return reportError(error);
@@ -262,11 +265,12 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     run.steps = command.steps;
     run.stepOutputs = {"loss"};
     run.whileRunning = showSteps;
-    if (failed(runCompiled(run)))
+    LogicalResult ran = runCompiled(run);
+    if (!lossError.empty())
+      return reportError("step " + std::to_string(losses.size() + 1) + ": " + lossError);
+    if (failed(ran))
       return reportError("step " + std::to_string(losses.size() + 1) + " of " +
                          std::to_string(command.steps) + " failed");
-    if (!lossError.empty())
-      return reportError(lossError);
     if (static_cast<int64_t>(losses.size()) + 1 != command.steps)
       return reportError("internal: the ranks ran " + std::to_string(command.steps) +
                          " steps but left the losses of " + std::to_string(losses.size()));

@@ -155,9 +155,12 @@ std::vector<Resident> findResidents(Block &body, const llvm::DenseMap<Operation 
   llvm::DenseSet<Value> taken;
   for (auto store : body.getOps<StoreOp>()) {
     auto load = loads.lookup(store.getName());
+    // (A partial sum is not what the next step's load makes of its file.)
     if (!load || twice.contains(store.getName()) || store.getRows() ||
         store.getValue().getType() != load.getType() || store.getLayout() != load.getLayout() ||
-        store.getGlobalShape() != load.getGlobalShape())
+        store.getGlobalShape() != load.getGlobalShape() ||
+        llvm::any_of(load.getLayout().toLayout(),
+                     [](const sbprt::Sbp &sbp) { return sbp.isPartial(); }))
       continue;
     Value oldPlace = owner.lookup(load.getResult()), newPlace = owner.lookup(store.getValue());
     Operation *maker = newPlace.getDefiningOp();

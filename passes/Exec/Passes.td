@@ -27,7 +27,9 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
     allocates exactly that, once.
 
     A parameter's update stored under the parameter's name (a training
-    step's, in the parameter's type and layout) takes the parameter's place
+    step's, whole, in the parameter's type, global shape and layout, not a
+    partial sum; the parameter loaded once, the update made by an op, not
+    loaded) takes the parameter's place
     where the parameter is dead before the update is made, or where the op
     that makes it is an optimizer's update (`graph.sgd_update`,
     `graph.adamw_update`: each element read before it is written) of that

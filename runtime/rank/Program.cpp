@@ -50,9 +50,9 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
       std::optional<NdSbp> layout = parseLayout(load.at("layout").get<std::string>());
       if (!layout)
         throw std::runtime_error("load '" + name + "' has no layout");
-      manifest.loads.push_back({kind == "param", name,
-                                load.at("stored_shape").get<std::vector<int64_t>>(), *type,
-                                *layout});
+      auto stored = load.at("stored_shape").get<std::vector<int64_t>>();
+      manifest.loads.push_back(
+          {kind == "param", name, stored, *type, *layout, load.value("shape", stored)});
     }
     std::set<std::string> names;
     for (const nlohmann::json &output : json.at("outputs")) {
@@ -76,7 +76,7 @@ std::optional<ProgramManifest> readProgramManifest(const std::string &dir, std::
       if (stage < 0 || (stage > 0 && stage >= manifest.mesh.shape.front()))
         throw std::runtime_error("output '" + name + "' of stage " + std::to_string(stage) +
                                  ", not a coordinate of the mesh's first axis");
-      manifest.outputs.push_back({name, *layout, stored, stage});
+      manifest.outputs.push_back({name, *layout, stored, stage, shape});
     }
   } catch (const std::exception &e) {
     error =

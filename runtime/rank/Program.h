@@ -24,6 +24,8 @@ struct ProgramManifest {
     std::vector<int64_t> storedShape;
     DType dtype;
     NdSbp layout;
+    /// Its global shape (the stored shape, or a reshape of it).
+    std::vector<int64_t> shape;
   };
   struct Output {
     std::string name;
@@ -33,6 +35,8 @@ struct ProgramManifest {
     /// The pipeline stage that writes it: its ranks' coordinate on the
     /// mesh's first axis, pp (0 without stages).
     int64_t stage = 0;
+    /// Its global shape.
+    std::vector<int64_t> shape;
   };
   Mesh mesh;
   std::vector<Load> loads;

@@ -202,6 +202,10 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     fail("--repeat and --steps exclude each other (each step is timed)");
   if (!stepOutputs_.empty() && steps_ == 0)
     fail("--step-outputs needs --steps");
+  // A stage may load a tied parameter that another stage updates.
+  if (steps_ > 0 && info_.mesh.isPipelineAxis(0))
+    fail("--steps: a pipeline's stages run one step a launch (a stage may load a parameter "
+         "another updates)");
   if (steps_ > 0)
     repeats_ = steps_;
   std::error_code ec;
@@ -403,7 +407,6 @@ void Rank::closeOps() {
 void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<int64_t> &global,
                 const std::vector<int64_t> &stored, const NdSbp &layout, void *dst, bool bf16,
                 bool resident) {
-  IoTimer timer(*this);
   Block block = blockOf(info_.mesh, layout, global, rank_);
   size_t bytes = static_cast<size_t>(numElements(block.sizes)) *
                  (bf16 ? sizeof(sbprt::bf16) : dtypeSize(dtype));
@@ -418,9 +421,10 @@ void Rank::load(bool isParam, const char *name, DType dtype, const std::vector<i
       if (!resident || carried->at != dst)
         fail("internal: --steps: the update of parameter '" + std::string(name) +
              "' was left in the arena where its load does not read");
-      return; // the step before left it here
+      return; // the step before left it here (no wait for the device either)
     }
   }
+  IoTimer timer(*this);
   // A partial sum is held by coordinate 0 of its axes, zeros elsewhere; a
   // partial max may be held by everyone.
   for (size_t axis = 0; axis < layout.size(); ++axis)
@@ -517,11 +521,23 @@ void Rank::fetch(Tensor &into, DType dtype, std::vector<int64_t> sizes, const vo
 void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &global,
                  const NdSbp &layout, const void *src, bool bf16, int64_t piece, int64_t pieces,
                  bool resident) {
-  IoTimer timer(*this);
   Block block = blockOf(info_.mesh, layout, global, rank_);
   Tensor fetched;
   const Tensor *shard = nullptr; // the shard (or piece) at src as its file holds it
-  if (auto found = carried_.find(name); steps_ > 0 && found != carried_.end()) {
+  auto found = steps_ > 0 ? carried_.find(name) : carried_.end();
+  bool writes = lastStep() || stepOutputs_.count(name);
+  for (size_t axis = 0; axis < layout.size(); ++axis)
+    if (layout[axis].isBroadcast() && !info_.mesh.isPipelineAxis(axis) &&
+        comm_->coordinate(axis) != info_.mesh.replicaWriter(name, axis))
+      writes = false; // a replica that another coordinate of this axis writes
+  if (found == carried_.end() && !writes)
+    return; // an output an earlier step does not write, or another's replica
+  // Loads and stores wait for the device's work (IoTimer); a resident
+  // update left in place moves nothing and waits for nothing.
+  std::optional<IoTimer> timer;
+  if (writes || found == carried_.end() || !(resident && pieces == 1))
+    timer.emplace(*this);
+  if (found != carried_.end()) {
     // The update of a parameter, which the next step loads as it would read
     // the file: the same block of the same layout, held by this rank alone.
     Carried &carried = found->second;
@@ -554,12 +570,8 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
     }
     carried.held = true;
   }
-  if (!lastStep() && !stepOutputs_.count(name))
+  if (!writes)
     return; // an earlier step keeps only what the next step loads
-  for (size_t axis = 0; axis < layout.size(); ++axis)
-    if (layout[axis].isBroadcast() && !info_.mesh.isPipelineAxis(axis) &&
-        comm_->coordinate(axis) != info_.mesh.replicaWriter(name, axis))
-      return; // a replica that another coordinate of this axis writes
   if (!shard) {
     fetch(fetched, dtype, block.sizes, src, bf16, pieces);
     shard = &fetched;

@@ -23,7 +23,9 @@
 // reading batch k mod S. An earlier step K (from 1) writes no outputs but
 // those --step-outputs names, as D/.steps/K/NAME.rank<r>.npy, and then
 // D/.steps/K/rank<r>.done, so that `sbpc run --steps` can show each step's
-// loss while the job goes on; `repeats` has each step's seconds.
+// loss while the job goes on; `repeats` has each step's seconds. A
+// pipeline refuses --steps (a stage may load a tied parameter that another
+// stage updates): its steps run a launch each.
 // --profile ops also times every op (from its start to the next op's, on
 // the device's clock where the backend keeps one, else the host's) and
 // writes `ops` in rank<r>.json: each op's location, its seconds summed
