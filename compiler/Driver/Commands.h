@@ -73,6 +73,8 @@ struct RunCompiledCommand {
   /// (assembleOutput), with a rankR.done from each rank once it has.
   int64_t steps = 0;
   std::vector<std::string> stepOutputs;
+  /// Above 0: every output too at each step K that is a multiple of it.
+  int64_t saveEvery = 0;
   /// Called now and then while the ranks run, and once after they have;
   /// false stops them (the run then fails).
   std::function<bool()> whileRunning;
@@ -85,7 +87,8 @@ mlir::LogicalResult runCompiled(const RunCompiledCommand &command);
 /// next step's parameters; optimizer states missing from the parameters
 /// file start at zero (the step counter at 1). Writes <outputDir>/losses.npy
 /// (one loss per step) and <outputDir>/params.safetensors (the final
-/// parameters and optimizer states).
+/// parameters and optimizer states); with `saveEvery`, the state after
+/// every saveEvery-th step to <outputDir>/checkpoint.safetensors.
 struct TrainCommand {
   std::string target; // model file or compiled directory
   std::string paramsPath;
@@ -94,6 +97,7 @@ struct TrainCommand {
   int64_t steps = 1;
   uint64_t memoryLimit = 0;
   double timeout = 600;
+  int64_t saveEvery = 0;
 };
 mlir::LogicalResult runTraining(mlir::MLIRContext &ctx, const TrainCommand &command);
 

@@ -203,6 +203,8 @@ LogicalResult sbpc::runCompiled(const RunCompiledCommand &command) {
     args.insert(args.end(), {"--profile", "ops"});
   if (command.steps > 0)
     args.insert(args.end(), {"--steps", std::to_string(command.steps)});
+  if (command.saveEvery > 0)
+    args.insert(args.end(), {"--save-every", std::to_string(command.saveEvery)});
   if (!command.stepOutputs.empty())
     args.insert(args.end(), {"--step-outputs", llvm::join(command.stepOutputs, ",")});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());

@@ -139,9 +139,10 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
   std::vector<std::string> read = {command.paramsPath, command.target};
   for (const std::string &spec : command.inputs)
     read.push_back(llvm::StringRef(spec).split('=').second.str());
-  if (failed(refuseOverwritingInputs("--output-dir", command.outputDir,
-                                     {"losses.npy", "params.safetensors", "run.json", ".train/"},
-                                     read)))
+  std::vector<std::string> written = {"losses.npy", "params.safetensors", "run.json", ".train/"};
+  if (command.saveEvery > 0)
+    written.insert(written.end(), {"checkpoint.safetensors", "checkpoint.safetensors.partial"});
+  if (failed(refuseOverwritingInputs("--output-dir", command.outputDir, written, read)))
     return failure();
 
   // Each input: the same batch every step, or a file of S batches (one
@@ -221,6 +222,24 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
     llvm::errs() << "sbpc: step " << losses.size() << "/" << command.steps << ": loss "
                  << losses.back() << "\n";
   };
+  // --save-every K: the state after steps K, 2K, ... (not the last, whose
+  // is params.safetensors), each replacing the one before once written.
+  std::string checkpointPath = joinPath(command.outputDir, "checkpoint.safetensors");
+  auto saves = [&](int64_t done) {
+    return command.saveEvery > 0 && done % command.saveEvery == 0 && done < command.steps;
+  };
+  auto saveCheckpoint = [&](int64_t done, std::string &problem) {
+    std::string partial = checkpointPath + ".partial";
+    if (!writeState(partial, state, problem))
+      return false;
+    if (std::error_code ec = llvm::sys::fs::rename(partial, checkpointPath)) {
+      problem = checkpointPath + ": cannot write: " + ec.message();
+      return false;
+    }
+    llvm::errs() << "sbpc: step " << done << "/" << command.steps << ": saved " << checkpointPath
+                 << "\n";
+    return true;
+  };
   // The state of the last step, which every step's outputs update.
   auto takeState = [&]() -> LogicalResult {
     for (const std::string &name : outputs) {
@@ -254,6 +273,15 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
         if (!sbprt::rank::assembleOutput(*manifest, lossOutput, dir, loss, lossError))
           return false;
         showLoss(loss);
+        if (saves(losses.size())) {
+          // The ranks wrote every output of this step.
+          for (const sbpc::ProgramManifest::Output &output : manifest->outputs)
+            if (state.count(output.name) &&
+                !sbprt::rank::assembleOutput(*manifest, output, dir, state[output.name], lossError))
+              return false;
+          if (!saveCheckpoint(losses.size(), lossError))
+            return false;
+        }
         llvm::sys::fs::remove_directories(dir);
       }
       return lossError.empty();
@@ -264,6 +292,7 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
                            command.memoryLimit, command.timeout, /*quiet=*/true};
     run.steps = command.steps;
     run.stepOutputs = {"loss"};
+    run.saveEvery = command.saveEvery;
     run.whileRunning = showSteps;
     LogicalResult ran = runCompiled(run);
     if (!lossError.empty())
@@ -309,6 +338,8 @@ LogicalResult sbpc::runTraining(MLIRContext &ctx, const TrainCommand &command) {
                          std::to_string(command.steps) + " failed");
     if (failed(takeState()))
       return failure();
+    if (saves(step + 1) && !saveCheckpoint(step + 1, error))
+      return reportError(error);
   }
   std::string lossPath = joinPath(command.outputDir, "losses.npy"),
               paramsPath = joinPath(command.outputDir, "params.safetensors");

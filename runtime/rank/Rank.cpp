@@ -176,6 +176,11 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
       steps_ = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end || steps_ < 1)
         fail("--steps expects a positive number of steps, got '" + value + "'");
+    } else if (flag == "--save-every") {
+      char *end = nullptr;
+      saveEvery_ = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end || saveEvery_ < 1)
+        fail("--save-every expects a positive number of steps, got '" + value + "'");
     } else if (flag == "--step-outputs") {
       for (size_t from = 0; from <= value.size();) {
         size_t comma = std::min(value.find(',', from), value.size());
@@ -200,8 +205,8 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
     fail("--output-dir is required");
   if (steps_ > 0 && repeats_ > 1)
     fail("--repeat and --steps exclude each other (each step is timed)");
-  if (!stepOutputs_.empty() && steps_ == 0)
-    fail("--step-outputs needs --steps");
+  if ((!stepOutputs_.empty() || saveEvery_) && steps_ == 0)
+    fail(std::string(saveEvery_ ? "--save-every" : "--step-outputs") + " needs --steps");
   // A stage may load a tied parameter that another stage updates.
   if (steps_ > 0 && info_.mesh.isPipelineAxis(0))
     fail("--steps: a pipeline's stages run one step a launch (a stage may load a parameter "
@@ -525,7 +530,8 @@ void Rank::store(const char *name, DType dtype, const std::vector<int64_t> &glob
   Tensor fetched;
   const Tensor *shard = nullptr; // the shard (or piece) at src as its file holds it
   auto found = steps_ > 0 ? carried_.find(name) : carried_.end();
-  bool writes = lastStep() || stepOutputs_.count(name);
+  bool writes =
+      lastStep() || stepOutputs_.count(name) || (saveEvery_ && (step_ + 1) % saveEvery_ == 0);
   for (size_t axis = 0; axis < layout.size(); ++axis)
     if (layout[axis].isBroadcast() && !info_.mesh.isPipelineAxis(axis) &&
         comm_->coordinate(axis) != info_.mesh.replicaWriter(name, axis))

@@ -5,7 +5,7 @@
 // A rank program is run as
 //   rank<r> --params P.safetensors --input NAME=FILE.npy ... --output-dir D
 //           [--memory-limit BYTES] [--timeout SECONDS] [--repeat N | --steps N
-//           [--step-outputs NAME,...]] [--profile ops]
+//           [--step-outputs NAME,...] [--save-every K]] [--profile ops]
 // by `sbpc run` (or out/launch.sh) under mpirun. It writes D/.shards/:
 // NAME.rank<r>.npy for every output shard it holds (replicas once, by the
 // coordinate Mesh::replicaWriter picks), and
@@ -21,7 +21,8 @@
 // and store), else kept in host memory. Only the last step writes them.
 // An input file of one more leading dimension holds S batches, step k
 // reading batch k mod S. An earlier step K (from 1) writes no outputs but
-// those --step-outputs names, as D/.steps/K/NAME.rank<r>.npy, and then
+// those --step-outputs names (every output where K is a multiple of
+// --save-every), as D/.steps/K/NAME.rank<r>.npy, and then
 // D/.steps/K/rank<r>.done, so that `sbpc run --steps` can show each step's
 // loss while the job goes on; `repeats` has each step's seconds. A
 // pipeline refuses --steps (a stage may load a tied parameter that another
@@ -205,7 +206,7 @@ private:
   /// layout, and once a step has stored its update, where that is: left
   /// in its place in the arena (`inArena`, a resident store), else copied
   /// into `shard` as its file would hold it.
-  int64_t steps_ = 0, step_ = 0;
+  int64_t steps_ = 0, step_ = 0, saveEvery_ = 0;
   std::set<std::string> stepOutputs_;
   struct Carried {
     NdSbp layout;

@@ -134,8 +134,16 @@ static cl::opt<std::string> runProfile("profile",
                                        cl::cat(runCategory));
 static cl::opt<int64_t> runSteps("steps",
                                  cl::desc("Run a training step (compiled with --train) this many "
-                                          "times: losses.npy and params.safetensors"),
+                                          "times, on the ranks in one launch: losses.npy and "
+                                          "params.safetensors; an input file of shape [S, ...] "
+                                          "gives step k its batch k mod S"),
                                  cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
+static cl::opt<int64_t>
+    runSaveEvery("save-every",
+                 cl::desc("With --steps: after every K-th step, the state so far (parameters "
+                          "and optimizer states) to <dir>/checkpoint.safetensors, replacing the "
+                          "last, to train on from with --params if the run stops"),
+                 cl::value_desc("K"), cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<std::string> runOutputDir("output-dir",
                                          cl::desc("Write every result as <dir>/<name>.npy"),
                                          cl::value_desc("dir"), cl::Required, cl::sub(runCommand),
@@ -297,9 +305,13 @@ static mlir::LogicalResult runRunCommand(MLIRContext &ctx) {
     return sbpc::reportError("--timeout must be a number of seconds in (0, 1000000], got " +
                              text.str());
   }
+  if (runSaveEvery.getNumOccurrences() && (runSaveEvery < 1 || !runSteps.getNumOccurrences()))
+    return sbpc::reportError(runSaveEvery < 1 ? "--save-every must be at least 1, got " +
+                                                    std::to_string(runSaveEvery)
+                                              : std::string("--save-every needs --steps"));
   if (runSteps.getNumOccurrences())
     return sbpc::runTraining(ctx, {runModel, runParams, runInputs, runOutputDir, runSteps,
-                                   runMemoryLimit, runTimeout});
+                                   runMemoryLimit, runTimeout, runSaveEvery});
   if (compiled)
     return sbpc::runCompiled({runModel, runParams, runInputs, runOutputDir, runMemoryLimit,
                               runTimeout, /*quiet=*/false, runRepeat,
