@@ -64,7 +64,9 @@ def compile_step(args, path, mesh, strategy, extra, target, out):
 def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
     """Exports steps 2 and 3 of a case into the GPU bundle: the state after
     one and two steps (the CPU program's, so that the optimizer moments are
-    not zero) is each run's --params."""
+    not zero) is each run's --params; and but for a pipeline's, steps 2 to 4
+    in one launch (the ranks' --steps 3: each update, left in its place,
+    the next step's parameter), whose last step's outputs are checked."""
     device = cpu_program + "-" + args.bundle_target
     compile_step(args, path, mesh, strategy, [*extra, *DEVICE_FLAGS], args.bundle_target, device)
     runs = []
@@ -74,6 +76,8 @@ def export_steps(args, path, case, mesh, strategy, extra, cpu_program, flags):
              "--output-dir", state)
         runs.append((f"step{steps + 1}", ["--params", os.path.join(state, "params.safetensors"),
                                           *flags]))
+    if not mesh.startswith("pp="):
+        runs.append(("steps2to4", [*runs[0][1], "--steps", "3"]))
     export_case(args.bundle, f"train-{args.model}-{case_name(case)}", cpu_program, device,
                 runs, args.rtol, args.norm_rtol, bf16="precision=bf16" in case)
 
