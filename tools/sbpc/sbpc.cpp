@@ -134,9 +134,10 @@ static cl::opt<std::string> runProfile("profile",
                                        cl::cat(runCategory));
 static cl::opt<int64_t> runSteps("steps",
                                  cl::desc("Run a training step (compiled with --train) this many "
-                                          "times, on the ranks in one launch: losses.npy and "
-                                          "params.safetensors; an input file of shape [S, ...] "
-                                          "gives step k its batch k mod S"),
+                                          "times, on the ranks in one launch (a pipeline's, a "
+                                          "launch a step): losses.npy and params.safetensors; an "
+                                          "input file of shape [S, ...] gives step k its batch k "
+                                          "mod S"),
                                  cl::init(0), cl::sub(runCommand), cl::cat(runCategory));
 static cl::opt<int64_t>
     runSaveEvery("save-every",
