@@ -146,6 +146,14 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
   if (const char *where = std::getenv("SBPRT_FAULT_IN"))
     faultIn_ = where;
   op("reading the command line");
+  // A whole number from 1, of `what`.
+  auto positive = [&](const std::string &flag, const std::string &value, const char *what) {
+    char *end = nullptr;
+    long long count = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end || count < 1)
+      fail(flag + " expects a positive number of " + what + ", got '" + value + "'");
+    return static_cast<int64_t>(count);
+  };
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (i + 1 >= argc)
@@ -167,20 +175,11 @@ Rank::Rank(int argc, char **argv, const ProgramInfo &info)
       if (value.empty() || *end || !(timeout_ > 0 && timeout_ <= 1e6))
         fail("--timeout expects a number of seconds in (0, 1000000], got '" + value + "'");
     } else if (flag == "--repeat") {
-      char *end = nullptr;
-      repeats_ = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || repeats_ < 1)
-        fail("--repeat expects a positive number of runs, got '" + value + "'");
+      repeats_ = positive(flag, value, "runs");
     } else if (flag == "--steps") {
-      char *end = nullptr;
-      steps_ = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || steps_ < 1)
-        fail("--steps expects a positive number of steps, got '" + value + "'");
+      steps_ = positive(flag, value, "steps");
     } else if (flag == "--save-every") {
-      char *end = nullptr;
-      saveEvery_ = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || saveEvery_ < 1)
-        fail("--save-every expects a positive number of steps, got '" + value + "'");
+      saveEvery_ = positive(flag, value, "steps");
     } else if (flag == "--step-outputs") {
       for (size_t from = 0; from <= value.size();) {
         size_t comma = std::min(value.find(',', from), value.size());
